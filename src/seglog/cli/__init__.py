@@ -1,0 +1,1 @@
+"""The seglog command line."""

@@ -1,0 +1,432 @@
+"""The transport-free half of both clients: request building, response decoding, retry policy.
+
+Every endpoint is a function returning a `Call`: the `RequestSpec` to send plus the parser for
+its success body. `Client` and `AsyncClient` differ only in how they send a spec and sleep, so
+each public method is one line over these builders and the behaviour cannot drift between them.
+
+Retry rules (`RetryPolicy.delay`), pure given the injected RNG:
+- `429 throttled`, `503 not_ready` / `shutting_down` are refusals before anything was applied,
+  so they are retried for every request, waiting `Retry-After` (capped at `4 × max_backoff`).
+- A transport failure may hit after the server applied the request; it is retried only for
+  idempotent requests (GET/PUT/DELETE, diff, an append with an idempotency key).
+- Otherwise the wait is full-jitter exponential: `uniform(0, min(max_backoff, backoff·2^n))`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import quote
+
+import httpx
+import orjson
+
+from seglog.client.exceptions import (
+    UNKNOWN_CODE,
+    SeglogConnectionError,
+    SeglogHTTPError,
+    SeglogProtocolError,
+    SeglogTimeoutError,
+    http_error,
+)
+from seglog.client.types import (
+    Appended,
+    Deleted,
+    DiffResult,
+    Health,
+    Ready,
+    TopicDeleted,
+    TopicPage,
+    TopicPut,
+    TopicState,
+)
+from seglog.errors import ErrorCode
+
+T = TypeVar("T")
+
+DEFAULT_URL = "http://127.0.0.1:4000"
+JSON = "application/json"
+
+
+def _user_agent() -> str:
+    try:
+        return f"seglog-python/{metadata.version('seglog')}"
+    except metadata.PackageNotFoundError:
+        return "seglog-python"
+
+
+USER_AGENT = _user_agent()
+
+_RETRY_CODES = frozenset(
+    {ErrorCode.THROTTLED.value, ErrorCode.NOT_READY.value, ErrorCode.SHUTTING_DOWN.value}
+)
+# Transport errors after which a retry is worth it (the connection broke, or never opened).
+# Read/write/pool timeouts are not retried: the server is alive but slow.
+_RETRY_TRANSPORT: tuple[type[Exception], ...] = (
+    httpx.NetworkError,
+    httpx.RemoteProtocolError,
+    httpx.ConnectTimeout,
+)
+
+
+class RandomSource(Protocol):
+    """What the retry policy needs from an RNG (`random.Random` satisfies it)."""
+
+    def random(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequestSpec:
+    """One HTTP request, before it is bound to a client.
+
+    `idempotent`: safe to resend after a transport failure. `retry`: whether any retry applies
+    (probes answer once). `extra_timeout`: seconds added to the client timeout (long-polls).
+    """
+
+    method: str
+    path: str
+    params: dict[str, str | int] = field(default_factory=dict)
+    body: bytes | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    idempotent: bool = True
+    retry: bool = True
+    extra_timeout: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    spec: RequestSpec
+    parse: Callable[[httpx.Response], T]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    retries: int = 5
+    backoff: float = 0.05
+    max_backoff: float = 2.0
+
+    def wait(self, attempt: int, retry_after: float | None, rng: RandomSource) -> float:
+        """Seconds to wait before retry number `attempt + 1` (also used by `wait_ready`)."""
+        if retry_after is not None:
+            return min(retry_after, self.max_backoff * 4)
+        return rng.random() * min(self.max_backoff, self.backoff * 2.0 ** min(attempt, 64))
+
+    def delay(
+        self, spec: RequestSpec, attempt: int, failure: Exception, rng: RandomSource
+    ) -> float | None:
+        """How long to wait before resending `spec` after `failure`, or None to give up."""
+        if not spec.retry or attempt >= self.retries:
+            return None
+        if isinstance(failure, SeglogHTTPError):
+            return self.wait(attempt, failure.retry_after, rng) if retryable(failure) else None
+        if spec.idempotent and isinstance(failure, _RETRY_TRANSPORT):
+            return self.wait(attempt, None, rng)
+        return None
+
+
+def retryable(err: SeglogHTTPError) -> bool:
+    """Refusals that applied nothing: throttling and not-ready/draining (also from a proxy
+    that answers 429/503 without our envelope)."""
+    if err.code == UNKNOWN_CODE:
+        return err.status in (429, 503)
+    return err.code in _RETRY_CODES
+
+
+# --- decoding ---------------------------------------------------------------------------------
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """`Retry-After` in seconds; HTTP-dates and garbage are ignored (None)."""
+    if value is None:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def error_from_response(resp: httpx.Response) -> SeglogHTTPError:
+    """Map a non-2xx response to its exception (API.md §0.5 envelope)."""
+    retry_after = parse_retry_after(resp.headers.get("retry-after"))
+    try:
+        body = orjson.loads(resp.content)
+    except orjson.JSONDecodeError:
+        body = None
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        snippet = resp.content[:200].decode("utf-8", "replace").strip()
+        message = f"HTTP {resp.status_code} {resp.reason_phrase}: {snippet}".rstrip(": ")
+        return http_error(resp.status_code, None, message, None, retry_after)
+    code = err.get("code")
+    detail = err.get("detail")
+    return http_error(
+        resp.status_code,
+        code if isinstance(code, str) else None,
+        str(err.get("message") or ""),
+        detail if isinstance(detail, dict) else None,
+        retry_after,
+    )
+
+
+def transport_error(exc: httpx.TransportError, spec: RequestSpec) -> SeglogConnectionError:
+    kind = SeglogTimeoutError if isinstance(exc, httpx.TimeoutException) else SeglogConnectionError
+    return kind(f"{spec.method} {spec.path}: {type(exc).__name__}: {exc}")
+
+
+def json_body(resp: httpx.Response) -> Any:
+    try:
+        return orjson.loads(resp.content)
+    except orjson.JSONDecodeError as exc:
+        raise SeglogProtocolError(f"HTTP {resp.status_code}: body is not JSON: {exc}") from exc
+
+
+def _parser(from_json: Callable[[Mapping[str, Any]], T]) -> Callable[[httpx.Response], T]:
+    def parse(resp: httpx.Response) -> T:
+        obj = json_body(resp)
+        if not isinstance(obj, dict):
+            raise SeglogProtocolError(f"HTTP {resp.status_code}: expected a JSON object")
+        try:
+            return from_json(obj)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise SeglogProtocolError(
+                f"HTTP {resp.status_code}: unexpected response shape ({type(exc).__name__}: {exc})"
+            ) from exc
+
+    return parse
+
+
+def _dict(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(obj)
+
+
+def _text(resp: httpx.Response) -> str:
+    return resp.text
+
+
+# --- request building -------------------------------------------------------------------------
+
+
+def segment(name: str) -> str:
+    """One URL path segment: everything but unreserved characters is percent-encoded, and the
+    dot-segments `.`/`..` are escaped so no name can climb out of its route."""
+    if not name:
+        raise ValueError("a topic name must be a non-empty string")
+    if name in (".", ".."):
+        return name.replace(".", "%2E")
+    return quote(name, safe="")
+
+
+def topic_path(topic: str, suffix: str = "") -> str:
+    return f"/v0/topics/{segment(topic)}{suffix}"
+
+
+def _json(body: Mapping[str, Any]) -> tuple[bytes, dict[str, str]]:
+    return orjson.dumps(body), {"Content-Type": JSON}
+
+
+def _post(path: str, body: Mapping[str, Any], **kw: Any) -> RequestSpec:
+    content, headers = _json(body)
+    return RequestSpec("POST", path, body=content, headers=headers, **kw)
+
+
+def _nodes(node: str | Sequence[str]) -> str | list[str]:
+    return node if isinstance(node, str) else list(node)
+
+
+def health() -> Call[Health]:
+    return Call(RequestSpec("GET", "/v0/health"), _parser(Health.from_json))
+
+
+def ready(*, retry: bool = False) -> Call[Ready]:
+    return Call(RequestSpec("GET", "/v0/ready", retry=retry), _parser(Ready.from_json))
+
+
+def put_topic(topic: str, config: Mapping[str, Any] | None) -> Call[TopicPut]:
+    content, headers = _json(dict(config or {}))
+    spec = RequestSpec("PUT", topic_path(topic), body=content, headers=headers)
+    return Call(spec, _parser(TopicPut.from_json))
+
+
+def get_topic(topic: str, touch: bool) -> Call[TopicState]:
+    params: dict[str, str | int] = {} if touch else {"touch": "false"}
+    return Call(RequestSpec("GET", topic_path(topic), params), _parser(TopicState.from_json))
+
+
+def list_topics(prefix: str | None, page_size: int | None, cursor: str | None) -> Call[TopicPage]:
+    params: dict[str, str | int] = {}
+    if prefix is not None:
+        params["prefix"] = prefix
+    if page_size is not None:
+        params["page_size"] = page_size
+    if cursor is not None:
+        params["cursor"] = cursor
+    return Call(RequestSpec("GET", "/v0/topics", params), _parser(TopicPage.from_json))
+
+
+def delete_topic(topic: str, if_empty: bool) -> Call[TopicDeleted]:
+    params: dict[str, str | int] = {"if_empty": "true"} if if_empty else {}
+    spec = RequestSpec("DELETE", topic_path(topic), params)
+    return Call(spec, _parser(TopicDeleted.from_json))
+
+
+def append(
+    topic: str,
+    records: Sequence[Mapping[str, Any]],
+    *,
+    node: str | None,
+    idempotency_key: str | None,
+    create: bool | None,
+    config: Mapping[str, Any] | None,
+    return_seqs: bool,
+) -> Call[Appended]:
+    body: dict[str, Any] = {"records": [dict(r) for r in records]}
+    if node is not None:
+        body["node"] = node
+    if idempotency_key is not None:
+        body["idempotency_key"] = idempotency_key
+    if create is not None:
+        body["create"] = create
+    if config is not None:
+        body["config"] = dict(config)
+    params: dict[str, str | int] = {} if return_seqs else {"return_seqs": "false"}
+    # Only a keyed append is safe to resend after a broken connection: a keyless one may
+    # already be committed, and resending it would append the records twice.
+    spec = _post(topic_path(topic), body, params=params, idempotent=idempotency_key is not None)
+    return Call(spec, _parser(Appended.from_json))
+
+
+def record(
+    data: Any, *, tag: str | None = None, node: str | None = None, meta: Any = None
+) -> dict[str, Any]:
+    """A write record (API.md §3): plain `tag`/`node` keys, optional ones omitted."""
+    rec: dict[str, Any] = {"data": data}
+    if tag is not None:
+        rec["tag"] = tag
+    if node is not None:
+        rec["node"] = node
+    if meta is not None:
+        rec["meta"] = meta
+    return rec
+
+
+def diff(
+    topic: str,
+    from_seq: int,
+    *,
+    limit: int | None,
+    node: str | Sequence[str] | None,
+    include_tags: bool,
+    include_meta: bool,
+    wait_ms: int,
+    max_batch_bytes: int,
+) -> Call[DiffResult]:
+    body: dict[str, Any] = {
+        "from_seq": from_seq,
+        "include_tags": include_tags,
+        "include_meta": include_meta,
+        "wait_ms": wait_ms,
+        "max_batch_bytes": max_batch_bytes,
+    }
+    if limit is not None:
+        body["limit"] = limit
+    if node is not None:
+        body["node"] = _nodes(node)
+    # The server may hold a long-poll for up to wait_ms (≤ 30 s) before it answers.
+    spec = _post(topic_path(topic, "/diff"), body, extra_timeout=max(wait_ms, 0) / 1000)
+    return Call(spec, _parser(DiffResult.from_json))
+
+
+def delete_records(
+    topic: str, before_seq: int | None, match: str | Sequence[str] | None
+) -> Call[Deleted]:
+    body: dict[str, Any] = {}
+    if before_seq is not None:
+        body["before_seq"] = before_seq
+    if match is not None:
+        body["match"] = _nodes(match)
+    spec = _post(topic_path(topic, "/delete"), body, idempotent=False)
+    return Call(spec, _parser(Deleted.from_json))
+
+
+def metrics() -> Call[str]:
+    spec = RequestSpec("GET", "/v0/metrics", headers={"Accept": "text/plain"})
+    return Call(spec, _text)
+
+
+def metrics_json() -> Call[dict[str, Any]]:
+    return Call(RequestSpec("GET", "/v0/metrics", headers={"Accept": JSON}), _parser(_dict))
+
+
+# --- shared client state ----------------------------------------------------------------------
+
+
+def default_headers(api_key: str | None) -> dict[str, str]:
+    headers = {"Accept": JSON, "User-Agent": USER_AGENT}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def h2c_wanted(url: str, http2: bool) -> bool:
+    """Cleartext HTTP/2 must be spoken with prior knowledge (httpx `http1=False`)."""
+    return http2 and httpx.URL(url).scheme == "http"
+
+
+class BaseClient:
+    """Configuration shared by both clients; owns no I/O."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_backoff: float,
+        rng: RandomSource | None,
+    ) -> None:
+        if retries < 0 or backoff < 0 or max_backoff < 0 or timeout <= 0:
+            raise ValueError("timeout must be > 0; retries, backoff, max_backoff >= 0")
+        self.url = url
+        self.timeout = timeout
+        self.policy = RetryPolicy(retries, backoff, max_backoff)
+        if rng is None:
+            import random
+
+            rng = random.Random()
+        self._rng: RandomSource = rng
+
+    def _build(self, http: httpx.Client | httpx.AsyncClient, spec: RequestSpec) -> httpx.Request:
+        return http.build_request(
+            spec.method,
+            spec.path,
+            params=spec.params or None,
+            content=spec.body,
+            headers=spec.headers or None,
+            timeout=httpx.Timeout(self.timeout + spec.extra_timeout),
+        )
+
+    def _idle_delay(self, attempt: int) -> float:
+        return self.policy.wait(attempt, None, self._rng)
+
+    def _failure(self, exc: httpx.TransportError, spec: RequestSpec, attempt: int) -> float:
+        """Delay before retrying a transport failure, or raise it as `SeglogConnectionError`."""
+        delay = self.policy.delay(spec, attempt, exc, self._rng)
+        if delay is None:
+            raise transport_error(exc, spec) from exc
+        return delay
+
+    def _rejected(self, resp: httpx.Response, spec: RequestSpec, attempt: int) -> float:
+        """Delay before retrying an error response, or raise its typed exception."""
+        err = error_from_response(resp)
+        delay = self.policy.delay(spec, attempt, err, self._rng)
+        if delay is None:
+            raise err
+        return delay
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r})"

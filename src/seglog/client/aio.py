@@ -1,0 +1,317 @@
+"""`AsyncClient`: the asyncio twin of `Client`, method for method (see `_base`).
+
+An `AsyncClient` wraps one `httpx.AsyncClient` bound to the event loop that first uses it; close
+it (`await client.close()` or `async with`) when done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from seglog.client import _base
+from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
+from seglog.client._reader import ReadCursor
+from seglog.client.exceptions import SeglogConnectionError, SeglogHTTPError
+from seglog.client.types import (
+    Appended,
+    Deleted,
+    DiffResult,
+    Health,
+    ReadRecord,
+    Ready,
+    Tombstone,
+    TopicDeleted,
+    TopicPage,
+    TopicPut,
+    TopicState,
+    TopicSummary,
+)
+
+T = TypeVar("T")
+
+
+class AsyncClient(BaseClient):
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 5,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+        http2: bool = False,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: RandomSource | None = None,
+    ) -> None:
+        super().__init__(
+            url, timeout=timeout, retries=retries, backoff=backoff, max_backoff=max_backoff, rng=rng
+        )
+        if transport is None and _base.h2c_wanted(url, http2):
+            transport = httpx.AsyncHTTPTransport(http1=False, http2=True)
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(
+            base_url=url,
+            headers=_base.default_headers(api_key),
+            timeout=timeout,
+            http2=http2,
+            transport=transport,
+        )
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    async def _send(self, spec: RequestSpec) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = await self._http.send(self._build(self._http, spec))
+            except httpx.TransportError as exc:
+                delay = self._failure(exc, spec, attempt)
+            else:
+                if resp.is_success:
+                    return resp
+                delay = self._rejected(resp, spec, attempt)
+            await self._sleep(delay)
+            attempt += 1
+
+    async def _call(self, call: Call[T]) -> T:
+        return call.parse(await self._send(call.spec))
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def aclose(self) -> None:
+        await self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    # --- probes -----------------------------------------------------------------------------
+
+    async def health(self) -> Health:
+        return await self._call(_base.health())
+
+    async def ready(self) -> Ready:
+        """One probe, no retries: raises `NotReady` (503) while the server recovers."""
+        return await self._call(_base.ready())
+
+    async def wait_ready(self, timeout: float = 30.0) -> Ready:
+        """Poll `/v0/ready` through 503s and connection failures for up to `timeout` seconds;
+        re-raises the last failure when time runs out."""
+        start, slept, attempt = time.monotonic(), 0.0, 0
+        while True:
+            try:
+                return await self._call(_base.ready())
+            except (SeglogHTTPError, SeglogConnectionError) as exc:
+                if isinstance(exc, SeglogHTTPError) and exc.status != 503:
+                    raise
+                retry_after = exc.retry_after if isinstance(exc, SeglogHTTPError) else None
+                # An injected sleep may not advance the clock: count what was slept as well.
+                remaining = timeout - max(time.monotonic() - start, slept)
+                if remaining <= 0:
+                    raise
+            delay = min(self.policy.wait(attempt, retry_after, self._rng), remaining)
+            await self._sleep(delay)
+            slept += delay
+            attempt += 1
+
+    # --- topics -----------------------------------------------------------------------------
+
+    async def put_topic(self, topic: str, config: Mapping[str, Any] | None = None) -> TopicPut:
+        return await self._call(_base.put_topic(topic, config))
+
+    async def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
+        return await self._call(_base.get_topic(topic, touch))
+
+    async def list_topics(
+        self, *, prefix: str | None = None, page_size: int | None = None, cursor: str | None = None
+    ) -> TopicPage:
+        return await self._call(_base.list_topics(prefix, page_size, cursor))
+
+    async def iter_topics(
+        self, *, prefix: str | None = None, page_size: int | None = None
+    ) -> AsyncIterator[TopicSummary]:
+        """Every topic (optionally under `prefix`), following `next_cursor` page by page."""
+        cursor: str | None = None
+        while True:
+            page = await self.list_topics(prefix=prefix, page_size=page_size, cursor=cursor)
+            for summary in page.topics:
+                yield summary
+            if page.next_cursor is None or page.next_cursor == cursor:
+                return
+            cursor = page.next_cursor
+
+    async def delete_topic(self, topic: str, *, if_empty: bool = False) -> TopicDeleted:
+        return await self._call(_base.delete_topic(topic, if_empty))
+
+    # --- records ----------------------------------------------------------------------------
+
+    async def append(
+        self,
+        topic: str,
+        records: Sequence[Mapping[str, Any]],
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        return_seqs: bool = True,
+    ) -> Appended:
+        """Append atomically. Retried after a broken connection only with an idempotency key."""
+        return await self._call(
+            _base.append(
+                topic,
+                records,
+                node=node,
+                idempotency_key=idempotency_key,
+                create=create,
+                config=config,
+                return_seqs=return_seqs,
+            )
+        )
+
+    async def append_one(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        tag: str | None = None,
+        node: str | None = None,
+        meta: Any = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Appended:
+        rec = _base.record(data, tag=tag, node=node, meta=meta)
+        return await self.append(
+            topic, [rec], idempotency_key=idempotency_key, create=create, config=config
+        )
+
+    async def diff(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        limit: int | None = None,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        wait_ms: int = 0,
+        max_batch_bytes: int = 0,
+    ) -> DiffResult:
+        return await self._call(
+            _base.diff(
+                topic,
+                from_seq,
+                limit=limit,
+                node=node,
+                include_tags=include_tags,
+                include_meta=include_meta,
+                wait_ms=wait_ms,
+                max_batch_bytes=max_batch_bytes,
+            )
+        )
+
+    def read(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        until_seq: int | None = None,
+        follow: bool = False,
+        limit: int = 1000,
+        wait_ms: int = 1000,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = True,
+        include_meta: bool = True,
+        max_batch_bytes: int = 0,
+    ) -> AsyncReader:
+        """Records after `from_seq` (up to `until_seq` inclusive), with tombstones in-band."""
+        cursor = ReadCursor(
+            from_seq, until_seq=until_seq, follow=follow, limit=limit, wait_ms=wait_ms
+        )
+        opts: dict[str, Any] = {
+            "node": node,
+            "include_tags": include_tags,
+            "include_meta": include_meta,
+            "max_batch_bytes": max_batch_bytes,
+        }
+        return AsyncReader(self, topic, cursor, opts)
+
+    async def delete_records(
+        self,
+        topic: str,
+        *,
+        before_seq: int | None = None,
+        match: str | Sequence[str] | None = None,
+    ) -> Deleted:
+        return await self._call(_base.delete_records(topic, before_seq, match))
+
+    # --- metrics ----------------------------------------------------------------------------
+
+    async def metrics(self) -> str:
+        return await self._call(_base.metrics())
+
+    async def metrics_json(self) -> dict[str, Any]:
+        return await self._call(_base.metrics_json())
+
+
+class AsyncReader:
+    """Async iterator over `ReadRecord | Tombstone` returned by `AsyncClient.read`.
+
+    `next_from_seq` is the resume cursor: pass it as `from_seq` to continue after the last item
+    this iterator handed out. `last_page` is the most recent diff response (head, lag, …).
+    """
+
+    def __init__(
+        self, client: AsyncClient, topic: str, cursor: ReadCursor, opts: dict[str, Any]
+    ) -> None:
+        self.topic = topic
+        self.last_page: DiffResult | None = None
+        self._client, self._cursor, self._opts = client, cursor, opts
+        self._items = self._pages()
+
+    @property
+    def next_from_seq(self) -> int:
+        return self._cursor.next_from_seq
+
+    async def _pages(self) -> AsyncGenerator[ReadRecord | Tombstone, None]:
+        cur, client = self._cursor, self._client
+        while not cur.done:
+            pause = cur.pause()
+            if pause is not None:
+                await client._sleep(client._idle_delay(pause))
+            page = await client.diff(
+                self.topic,
+                cur.next_from_seq,
+                limit=cur.page_limit(),
+                wait_ms=cur.wait_ms,
+                **self._opts,
+            )
+            self.last_page = page
+            for item in cur.feed(page):
+                yield item
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ReadRecord | Tombstone:
+        return await anext(self._items)
+
+    async def aclose(self) -> None:
+        await self._items.aclose()

@@ -1,0 +1,311 @@
+"""`Client`: the blocking client. Mirrors `AsyncClient` method for method (see `_base`).
+
+A `Client` wraps one `httpx.Client` (a connection pool); it is safe to share between threads
+as httpx's is, and should be closed (or used as a context manager) when done.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+import httpx
+
+from seglog.client import _base
+from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
+from seglog.client._reader import ReadCursor
+from seglog.client.exceptions import SeglogConnectionError, SeglogHTTPError
+from seglog.client.types import (
+    Appended,
+    Deleted,
+    DiffResult,
+    Health,
+    ReadRecord,
+    Ready,
+    Tombstone,
+    TopicDeleted,
+    TopicPage,
+    TopicPut,
+    TopicState,
+    TopicSummary,
+)
+
+T = TypeVar("T")
+
+
+class Client(BaseClient):
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        api_key: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 5,
+        backoff: float = 0.05,
+        max_backoff: float = 2.0,
+        http2: bool = False,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: RandomSource | None = None,
+    ) -> None:
+        super().__init__(
+            url, timeout=timeout, retries=retries, backoff=backoff, max_backoff=max_backoff, rng=rng
+        )
+        if transport is None and _base.h2c_wanted(url, http2):
+            transport = httpx.HTTPTransport(http1=False, http2=True)
+        self._sleep = sleep
+        self._http = httpx.Client(
+            base_url=url,
+            headers=_base.default_headers(api_key),
+            timeout=timeout,
+            http2=http2,
+            transport=transport,
+        )
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _send(self, spec: RequestSpec) -> httpx.Response:
+        attempt = 0
+        while True:
+            try:
+                resp = self._http.send(self._build(self._http, spec))
+            except httpx.TransportError as exc:
+                delay = self._failure(exc, spec, attempt)
+            else:
+                if resp.is_success:
+                    return resp
+                delay = self._rejected(resp, spec, attempt)
+            self._sleep(delay)
+            attempt += 1
+
+    def _call(self, call: Call[T]) -> T:
+        return call.parse(self._send(call.spec))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- probes -----------------------------------------------------------------------------
+
+    def health(self) -> Health:
+        return self._call(_base.health())
+
+    def ready(self) -> Ready:
+        """One probe, no retries: raises `NotReady` (503) while the server recovers."""
+        return self._call(_base.ready())
+
+    def wait_ready(self, timeout: float = 30.0) -> Ready:
+        """Poll `/v0/ready` through 503s and connection failures for up to `timeout` seconds;
+        re-raises the last failure when time runs out."""
+        start, slept, attempt = time.monotonic(), 0.0, 0
+        while True:
+            try:
+                return self._call(_base.ready())
+            except (SeglogHTTPError, SeglogConnectionError) as exc:
+                if isinstance(exc, SeglogHTTPError) and exc.status != 503:
+                    raise
+                retry_after = exc.retry_after if isinstance(exc, SeglogHTTPError) else None
+                # An injected sleep may not advance the clock: count what was slept as well.
+                remaining = timeout - max(time.monotonic() - start, slept)
+                if remaining <= 0:
+                    raise
+            delay = min(self.policy.wait(attempt, retry_after, self._rng), remaining)
+            self._sleep(delay)
+            slept += delay
+            attempt += 1
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def put_topic(self, topic: str, config: Mapping[str, Any] | None = None) -> TopicPut:
+        return self._call(_base.put_topic(topic, config))
+
+    def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
+        return self._call(_base.get_topic(topic, touch))
+
+    def list_topics(
+        self, *, prefix: str | None = None, page_size: int | None = None, cursor: str | None = None
+    ) -> TopicPage:
+        return self._call(_base.list_topics(prefix, page_size, cursor))
+
+    def iter_topics(
+        self, *, prefix: str | None = None, page_size: int | None = None
+    ) -> Iterator[TopicSummary]:
+        """Every topic (optionally under `prefix`), following `next_cursor` page by page."""
+        cursor: str | None = None
+        while True:
+            page = self.list_topics(prefix=prefix, page_size=page_size, cursor=cursor)
+            yield from page.topics
+            if page.next_cursor is None or page.next_cursor == cursor:
+                return
+            cursor = page.next_cursor
+
+    def delete_topic(self, topic: str, *, if_empty: bool = False) -> TopicDeleted:
+        return self._call(_base.delete_topic(topic, if_empty))
+
+    # --- records ----------------------------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        records: Sequence[Mapping[str, Any]],
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        return_seqs: bool = True,
+    ) -> Appended:
+        """Append atomically. Retried after a broken connection only with an idempotency key."""
+        return self._call(
+            _base.append(
+                topic,
+                records,
+                node=node,
+                idempotency_key=idempotency_key,
+                create=create,
+                config=config,
+                return_seqs=return_seqs,
+            )
+        )
+
+    def append_one(
+        self,
+        topic: str,
+        data: Any,
+        *,
+        tag: str | None = None,
+        node: str | None = None,
+        meta: Any = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> Appended:
+        rec = _base.record(data, tag=tag, node=node, meta=meta)
+        return self.append(
+            topic, [rec], idempotency_key=idempotency_key, create=create, config=config
+        )
+
+    def diff(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        limit: int | None = None,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        wait_ms: int = 0,
+        max_batch_bytes: int = 0,
+    ) -> DiffResult:
+        return self._call(
+            _base.diff(
+                topic,
+                from_seq,
+                limit=limit,
+                node=node,
+                include_tags=include_tags,
+                include_meta=include_meta,
+                wait_ms=wait_ms,
+                max_batch_bytes=max_batch_bytes,
+            )
+        )
+
+    def read(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        until_seq: int | None = None,
+        follow: bool = False,
+        limit: int = 1000,
+        wait_ms: int = 1000,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = True,
+        include_meta: bool = True,
+        max_batch_bytes: int = 0,
+    ) -> Reader:
+        """Records after `from_seq` (up to `until_seq` inclusive), with tombstones in-band."""
+        cursor = ReadCursor(
+            from_seq, until_seq=until_seq, follow=follow, limit=limit, wait_ms=wait_ms
+        )
+        opts: dict[str, Any] = {
+            "node": node,
+            "include_tags": include_tags,
+            "include_meta": include_meta,
+            "max_batch_bytes": max_batch_bytes,
+        }
+        return Reader(self, topic, cursor, opts)
+
+    def delete_records(
+        self,
+        topic: str,
+        *,
+        before_seq: int | None = None,
+        match: str | Sequence[str] | None = None,
+    ) -> Deleted:
+        return self._call(_base.delete_records(topic, before_seq, match))
+
+    # --- metrics ----------------------------------------------------------------------------
+
+    def metrics(self) -> str:
+        return self._call(_base.metrics())
+
+    def metrics_json(self) -> dict[str, Any]:
+        return self._call(_base.metrics_json())
+
+
+class Reader:
+    """Iterator over `ReadRecord | Tombstone` returned by `Client.read`.
+
+    `next_from_seq` is the resume cursor: pass it as `from_seq` to continue after the last item
+    this iterator handed out. `last_page` is the most recent diff response (head, lag, …).
+    """
+
+    def __init__(
+        self, client: Client, topic: str, cursor: ReadCursor, opts: dict[str, Any]
+    ) -> None:
+        self.topic = topic
+        self.last_page: DiffResult | None = None
+        self._client, self._cursor, self._opts = client, cursor, opts
+        self._items = self._pages()
+
+    @property
+    def next_from_seq(self) -> int:
+        return self._cursor.next_from_seq
+
+    def _pages(self) -> Generator[ReadRecord | Tombstone, None, None]:
+        cur, client = self._cursor, self._client
+        while not cur.done:
+            pause = cur.pause()
+            if pause is not None:
+                client._sleep(client._idle_delay(pause))
+            page = client.diff(
+                self.topic,
+                cur.next_from_seq,
+                limit=cur.page_limit(),
+                wait_ms=cur.wait_ms,
+                **self._opts,
+            )
+            self.last_page = page
+            yield from cur.feed(page)
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> ReadRecord | Tombstone:
+        return next(self._items)
+
+    def close(self) -> None:
+        self._items.close()

@@ -1,0 +1,273 @@
+"""Result values returned by `Client` and `AsyncClient`.
+
+Each is a frozen, slotted dataclass built from one success body by its `from_json`. Field names
+follow API.md; record metadata keys (`$seq`, `$ts`, `$node`, `$tag`) lose their `$`. Unknown
+response fields are ignored (API.md §0.1, additive evolution); a missing required field raises
+`KeyError`, which the decoder turns into `SeglogProtocolError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+
+def _perf(obj: Mapping[str, Any]) -> dict[str, Any]:
+    perf = obj.get("performance")
+    return dict(perf) if isinstance(perf, Mapping) else {}
+
+
+def _opt_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    status: str
+    version: str
+    uptime_ms: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(str(obj["status"]), str(obj["version"]), int(obj["uptime_ms"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    status: str
+    wal_replay_complete: bool
+    topics: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(str(obj["status"]), bool(obj["wal_replay_complete"]), int(obj["topics"]))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPut:
+    topic: str
+    created: bool
+    config: dict[str, Any]
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(str(obj["topic"]), bool(obj["created"]), dict(obj["config"]), _perf(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicState:
+    topic: str
+    type: str
+    head_seq: int
+    earliest_seq: int
+    next_seq: int
+    count: int
+    bytes: int
+    config: dict[str, Any]
+    effective_priority: int
+    last_write_ts: int | None
+    last_read_ts: int | None
+    queue: dict[str, Any] | None = None
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        queue = obj.get("queue")
+        return cls(
+            topic=str(obj["topic"]),
+            type=str(obj["type"]),
+            head_seq=int(obj["head_seq"]),
+            earliest_seq=int(obj["earliest_seq"]),
+            next_seq=int(obj["next_seq"]),
+            count=int(obj["count"]),
+            bytes=int(obj["bytes"]),
+            config=dict(obj["config"]),
+            effective_priority=int(obj["effective_priority"]),
+            last_write_ts=_opt_int(obj.get("last_write_ts")),
+            last_read_ts=_opt_int(obj.get("last_read_ts")),
+            queue=None if queue is None else dict(queue),
+            performance=_perf(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSummary:
+    topic: str
+    head_seq: int
+    earliest_seq: int
+    count: int
+    bytes: int
+    durable: bool
+    effective_priority: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(
+            topic=str(obj["topic"]),
+            head_seq=int(obj["head_seq"]),
+            earliest_seq=int(obj["earliest_seq"]),
+            count=int(obj["count"]),
+            bytes=int(obj["bytes"]),
+            durable=bool(obj["durable"]),
+            effective_priority=int(obj["effective_priority"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPage:
+    topics: list[TopicSummary]
+    next_cursor: str | None
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        topics = [TopicSummary.from_json(t) for t in obj["topics"]]
+        return cls(topics, _opt_str(obj.get("next_cursor")) or None, _perf(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeleted:
+    topic: str
+    deleted: bool
+    routers_removed: list[str]
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        routers = [str(r) for r in obj.get("routers_removed") or []]
+        return cls(str(obj["topic"]), bool(obj["deleted"]), routers, _perf(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class Appended:
+    topic: str
+    first_seq: int
+    last_seq: int
+    seqs: list[int] | None
+    head_seq: int
+    count: int
+    created: bool
+    deduped: bool
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        seqs = obj.get("seqs")
+        return cls(
+            topic=str(obj["topic"]),
+            first_seq=int(obj["first_seq"]),
+            last_seq=int(obj["last_seq"]),
+            seqs=None if seqs is None else [int(s) for s in seqs],
+            head_seq=int(obj["head_seq"]),
+            count=int(obj["count"]),
+            created=bool(obj["created"]),
+            deduped=bool(obj["deduped"]),
+            performance=_perf(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRecord:
+    """One record as read: `$seq`/`$ts`/`$node`/`$tag` → seq/ts/node/tag; absent keys → None."""
+
+    seq: int
+    ts: int
+    data: Any
+    node: str | None = None
+    tag: str | None = None
+    meta: Any = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(
+            seq=int(obj["$seq"]),
+            ts=int(obj["$ts"]),
+            data=obj.get("data"),
+            node=_opt_str(obj.get("$node")),
+            tag=_opt_str(obj.get("$tag")),
+            meta=obj.get("meta"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """In-band data-loss signal: seqs `gap_from..gap_to` will never be delivered.
+
+    `reason` is one of `cap`, `ttl`, `mixed`, `recreated`, `source_trim` (SEMANTICS §4.4); on
+    `recreated` the topic is a new instance and its seqs restarted.
+    """
+
+    gap_from: int
+    gap_to: int
+    reason: str
+    missed_estimate: int
+    earliest_seq: int
+    head_seq: int
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(
+            gap_from=int(obj["gap_from"]),
+            gap_to=int(obj["gap_to"]),
+            reason=str(obj["reason"]),
+            missed_estimate=int(obj["missed_estimate"]),
+            earliest_seq=int(obj["earliest_seq"]),
+            head_seq=int(obj["head_seq"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    topic: str
+    records: list[ReadRecord]
+    next_from_seq: int
+    head_seq: int
+    earliest_seq: int
+    caught_up: bool
+    tombstone: Tombstone | None
+    lag: int
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        tomb = obj.get("tombstone")
+        return cls(
+            topic=str(obj["topic"]),
+            records=[ReadRecord.from_json(r) for r in obj["records"]],
+            next_from_seq=int(obj["next_from_seq"]),
+            head_seq=int(obj["head_seq"]),
+            earliest_seq=int(obj["earliest_seq"]),
+            caught_up=bool(obj["caught_up"]),
+            tombstone=None if tomb is None else Tombstone.from_json(tomb),
+            lag=int(obj["lag"]),
+            performance=_perf(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Deleted:
+    topic: str
+    deleted: int
+    earliest_seq: int
+    head_seq: int
+    count: int
+    bytes: int
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        return cls(
+            topic=str(obj["topic"]),
+            deleted=int(obj["deleted"]),
+            earliest_seq=int(obj["earliest_seq"]),
+            head_seq=int(obj["head_seq"]),
+            count=int(obj["count"]),
+            bytes=int(obj["bytes"]),
+            performance=_perf(obj),
+        )

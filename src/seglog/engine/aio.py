@@ -1,0 +1,88 @@
+"""asyncio adapters over the thread-based engine: await a WAL commit without blocking the
+event loop, and wait for appends to a topic (long-poll, SSE). The engine calls listeners
+from whichever thread published; they hop onto the loop with `call_soon_threadsafe`."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from seglog.engine.engine import Engine
+from seglog.engine.ops import PendingWrite
+from seglog.model import WriteResult
+from seglog.storage.wal import Commit
+
+
+async def wait_commit(commit: Commit) -> None:
+    """Resolve when the commit completes (successfully or not)."""
+    if commit.done():
+        return
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[None] = loop.create_future()
+
+    def _resolve() -> None:
+        if not fut.done():
+            fut.set_result(None)
+
+    commit.add_done_callback(lambda _c: loop.call_soon_threadsafe(_resolve))
+    await fut
+
+
+async def finish_write(engine: Engine, pw: PendingWrite) -> WriteResult:
+    """Await the write's commit on the loop, then publish it in order."""
+    op = pw.op
+    while not op.applied:
+        owner = op.owner
+        first = owner.pending[0] if owner.pending else None
+        if first is None:
+            break
+        await wait_commit(first.commit)
+        with owner.lock:
+            head = engine._apply_ready(owner, engine.clock.now_ms())
+        if head is not None:
+            engine._notify(owner.name, head)
+    return engine.write_publish(pw)
+
+
+class AppendWaiters:
+    """Per-topic asyncio wake-ups, fed by an engine append listener."""
+
+    def __init__(self, engine: Engine, loop: asyncio.AbstractEventLoop) -> None:
+        self._engine = engine
+        self._loop = loop
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        engine.add_listener(self._on_append)
+
+    def close(self) -> None:
+        self._engine.remove_listener(self._on_append)
+
+    def _on_append(self, topic: str, head: int) -> None:
+        # Unconditional hop: a waiter may register on the loop between a publisher
+        # thread's membership check and its wake-up, and must not sleep through it.
+        self._loop.call_soon_threadsafe(self._wake, topic)
+
+    def _wake(self, topic: str) -> None:
+        for fut in self._waiters.pop(topic, ()):
+            if not fut.done():
+                fut.set_result(None)
+
+    def wake_all(self) -> None:
+        for topic in list(self._waiters):
+            self._wake(topic)
+
+    async def wait(self, topics: list[str], timeout_s: float) -> bool:
+        """Wait for an append to any of `topics`; False on timeout."""
+        fut: asyncio.Future[None] = self._loop.create_future()
+        for t in topics:
+            self._waiters.setdefault(t, set()).add(fut)
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+            return fut.done()
+        finally:
+            for t in topics:
+                s = self._waiters.get(t)
+                if s is not None:
+                    s.discard(fut)
+                    if not s:
+                        del self._waiters[t]

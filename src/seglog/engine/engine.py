@@ -1,0 +1,721 @@
+"""The engine facade: topic registry, write/read/delete paths, control plane.
+
+Owners: `Engine` owns the registry (`topics`, `by_id`, `next_topic_id`) under
+`_registry_lock`; each `TopicState` owns its records under its own lock. The WAL writer
+threads only complete `Commit`s; they never take engine locks, so waiting for a commit while
+holding a topic lock cannot deadlock. Nothing here knows about HTTP or asyncio: async callers
+use `write_begin` + await the commit (`seglog.engine.aio`) + `write_publish`.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from seglog.clock import Clock, SystemClock
+from seglog.core.framing import (
+    DeleteBody,
+    EvictWatermarkBody,
+    FrameType,
+    HeadWatermarkBody,
+    TopicCreateBody,
+    TopicDeleteBody,
+    encode_append,
+    encode_blob,
+    encode_control,
+)
+from seglog.core.names import valid_topic_name
+from seglog.core.priority import effective_priority
+from seglog.engine.ops import OpKind, PendingOp, PendingWrite
+from seglog.engine.segments import SealPolicy, TopicSegments
+from seglog.engine.topic import DedupeEntry, TopicState
+from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
+from seglog.model import (
+    MAX_RECORD_BYTES,
+    MAX_RECORDS_PER_WRITE,
+    DeleteResult,
+    Discard,
+    DropTopicResult,
+    Durability,
+    PutTopicResult,
+    ReadResult,
+    RecordIn,
+    Selector,
+    TopicConfig,
+    TopicInfo,
+    TopicType,
+    WriteResult,
+)
+from seglog.storage.datadir import DataDir
+from seglog.storage.fs import Fs, RealFs
+from seglog.storage.segment import SegmentStore
+from seglog.storage.wal import Commit, Wal, WalError, WalQueueFull
+
+HEAD_RESERVATION_STEP = 256
+
+AppendListener = Callable[[str, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    data_dir: Path = Path("./seglog-data")
+    cold_dir: Path | None = None
+    wal_shards: int = 1
+    wal_file_size: int = 64 << 20
+    segment_max_events: int = 10_000
+    segment_max_bytes: int = 64 << 20
+    segment_max_age_ms: int = 3_600_000
+    hot_retain_segments: int = 4
+    hot_retain_bytes: int = 0
+    segment_payload_cache: int = 4096
+    max_topics: int = 100_000
+    max_total_bytes: int = 0
+    snapshot_interval_ms: int = 60_000
+    snapshot_wal_bytes: int = 64 << 20
+
+
+class Engine:
+    def __init__(
+        self, options: EngineOptions, fs: Fs | None = None, clock: Clock | None = None
+    ) -> None:
+        self.options = options
+        self.fs: Fs = fs if fs is not None else RealFs()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.topics: dict[str, TopicState] = {}
+        self.by_id: dict[int, TopicState] = {}
+        self.next_topic_id = 1
+        self._registry_lock = threading.RLock()
+        self._sorted_names: list[str] | None = None
+        self._listeners: list[AppendListener] = []
+        self.seal_policy = SealPolicy(
+            options.segment_max_events,
+            options.segment_max_bytes,
+            options.segment_max_age_ms,
+            options.segment_payload_cache,
+        )
+        self.datadir: DataDir | None = None
+        self.wal: Wal | None = None
+        self.ready = False
+        self.replay_progress = 0.0
+        self.last_snapshot_ms = 0
+        self.wal_bytes_at_snapshot = 0
+        self.snapshot_lock = threading.Lock()
+
+    # ---- lifecycle ------------------------------------------------------------------
+    def open(self, on_progress: Callable[[float], None] | None = None) -> None:
+        """Lock the data dir, recover (STORAGE §6) and open the WAL writers."""
+        from seglog.engine.recovery import recover
+
+        self.datadir = DataDir.open(self.fs, self.options.data_dir, self.options.cold_dir)
+        tails = recover(self, on_progress)
+        self.wal = Wal(
+            self.fs,
+            self.datadir.wal_dir,
+            self.options.wal_shards,
+            file_size=self.options.wal_file_size,
+        )
+        self.wal.open(tails)
+        self.last_snapshot_ms = self.clock.now_ms()
+        self.replay_progress = 1.0
+        self.ready = True
+
+    def close(self, snapshot: bool = True) -> None:
+        """Graceful shutdown: final snapshot, flush and stop the WAL, release the lock."""
+        if self.wal is None:
+            return
+        try:
+            if snapshot and self.topics:
+                from seglog.engine.snapshots import take_snapshot
+
+                take_snapshot(self)
+        finally:
+            self.wal.close()
+            self.wal = None
+            for t in self.by_id.values():
+                if t.segments is not None:
+                    t.segments.store.close()
+            if self.datadir is not None:
+                self.datadir.close()
+                self.datadir = None
+            self.ready = False
+
+    def add_listener(self, fn: AppendListener) -> None:
+        """`fn(topic, head_seq)` runs after records are published; it must not block."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn: AppendListener) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
+
+    def _notify(self, name: str, head: int) -> None:
+        for fn in list(self._listeners):
+            fn(name, head)
+
+    # ---- helpers --------------------------------------------------------------------
+    def _require_wal(self) -> Wal:
+        if self.wal is None:
+            raise SeglogError(ErrorCode.NOT_READY, "engine is not open", retry_after=1)
+        return self.wal
+
+    def _topic(self, name: str) -> TopicState:
+        t = self.topics.get(name)
+        if t is None:
+            raise topic_not_found(name)
+        return t
+
+    def new_segments(self, topic_id: int, active_first: int = 1) -> TopicSegments:
+        assert self.datadir is not None
+        store = SegmentStore(
+            self.fs, self.datadir.topics_dir, self.datadir.cold_topics_dir, topic_id
+        )
+        return TopicSegments(store, self.seal_policy, active_first)
+
+    def log_durable(self, topic_id: int, ftype: FrameType, body: bytes) -> None:
+        """Submit one fsync-gated control frame and wait for it (control-plane ops)."""
+        wal = self._require_wal()
+        frame = encode_control(ftype, topic_id, body, self.clock.now_ms(), True)
+        try:
+            commit = wal.submit(wal.shard_of(topic_id), [frame], True)
+        except WalQueueFull:
+            raise throttled("WAL ingest queue is full") from None
+        except WalError as e:
+            raise internal(f"WAL is not writable: {e}") from None
+        try:
+            commit.wait()
+        except WalError as e:
+            raise internal(f"WAL commit failed: {e}") from None
+
+    def retain(self, t: TopicState, now: int) -> None:
+        """SEMANTICS §4.2 under `t.lock`: TTL/caps; a TTL or byte-cap floor is logged durably
+        (EvictWatermark) before it is applied. On failure nothing changes."""
+        cut = t.retention_cut(now)
+        if cut is None:
+            return
+        if cut.needs_watermark and t.persistent:
+            top = max(cut.evict_floor, cut.expiry_floor, t.source_trim_floor, t.delete_floor)
+            body = EvictWatermarkBody(cut.evict_floor, top + 1, cut.expiry_floor)
+            self.log_durable(t.topic_id, FrameType.EVICT_WATERMARK, body.encode())
+        t.apply_cut(cut)
+        if t.segments is not None:
+            t.segments.drop_dead(t)
+
+    # ---- control plane --------------------------------------------------------------
+    def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
+        """Create or replace a topic's config (API §2.1); durable before it takes effect."""
+        if not valid_topic_name(name):
+            raise invalid(f"invalid topic name {name!r}", {"topic": name})
+        dl = config.dead_letter
+        if dl is not None:
+            if not valid_topic_name(dl):
+                raise invalid(f"invalid dead_letter topic name {dl!r}", {"dead_letter": dl})
+            if config.type is TopicType.QUEUE and dl == name:
+                raise invalid("dead_letter must differ from the queue itself", {"dead_letter": dl})
+        body = TopicCreateBody(name, config.to_json()).encode()
+        with self._registry_lock:
+            t = self.topics.get(name)
+            if t is not None:
+                if t.config.type is not config.type:
+                    raise SeglogError(
+                        ErrorCode.TOPIC_EXISTS_INCOMPATIBLE,
+                        f"topic {name!r} is a {t.config.type.value}; its type cannot change",
+                        {
+                            "topic": name,
+                            "existing_type": t.config.type.value,
+                            "requested_type": config.type.value,
+                        },
+                    )
+                self.log_durable(t.topic_id, FrameType.TOPIC_CREATE, body)
+                with t.lock:
+                    self.apply_config(t, config)
+                    self.retain(t, self.clock.now_ms())
+                return PutTopicResult(name, False, config)
+            cap = self.options.max_topics
+            if cap and len(self.topics) >= cap:
+                raise throttled(
+                    f"topic limit of {cap} reached", {"limit": "max_topics", "max": cap}
+                )
+            tid = self.next_topic_id
+            self.next_topic_id += 1
+            self.log_durable(tid, FrameType.TOPIC_CREATE, body)
+            self.register_topic(TopicState(name, tid, config))
+            return PutTopicResult(name, True, config)
+
+    def register_topic(self, t: TopicState) -> None:
+        if t.persistent and t.segments is None:
+            t.segments = self.new_segments(t.topic_id, t.head + 1)
+        self.topics[t.name] = t
+        self.by_id[t.topic_id] = t
+        self._sorted_names = None
+
+    def unregister_topic(self, t: TopicState) -> None:
+        self.topics.pop(t.name, None)
+        self.by_id.pop(t.topic_id, None)
+        self._sorted_names = None
+        t.deleted = True
+
+    def apply_config(self, t: TopicState, config: TopicConfig) -> None:
+        t.config = config
+        if t.persistent and t.segments is None:
+            t.segments = self.new_segments(t.topic_id, t.head + 1)
+
+    def drop_topic(self, name: str, if_empty: bool = False) -> DropTopicResult:
+        with self._registry_lock:
+            t = self.topics.get(name)
+            if t is None:
+                return DropTopicResult(name, False, [])
+            with t.lock:
+                self.retain(t, self.clock.now_ms())
+                if if_empty and t.count > 0:
+                    raise SeglogError(
+                        ErrorCode.TOPIC_NOT_EMPTY,
+                        f"topic {name!r} holds {t.count} records",
+                        {"topic": name, "count": t.count},
+                    )
+            self.log_durable(t.topic_id, FrameType.TOPIC_DELETE, TopicDeleteBody(name).encode())
+            with t.lock:
+                self.unregister_topic(t)
+                segs = t.segments
+        if segs is not None:
+            segs.store.drop_all()
+        return DropTopicResult(name, True, [])
+
+    # ---- state ----------------------------------------------------------------------
+    def _info(self, t: TopicState, now: int) -> TopicInfo:
+        cfg = t.config
+        return TopicInfo(
+            topic=t.name,
+            config=cfg,
+            head_seq=t.head,
+            earliest_seq=t.earliest(),
+            count=t.count,
+            bytes=t.bytes,
+            effective_priority=effective_priority(
+                cfg.priority, cfg.auto_priority, t.last_consumed_ms, now
+            ),
+            last_write_ts=t.last_write_ts,
+            last_read_ts=t.last_read_ts,
+        )
+
+    def get_topic(self, name: str, touch: bool = True) -> TopicInfo:
+        t = self._topic(name)
+        now = self.clock.now_ms()
+        with t.lock:
+            self.retain(t, now)
+            if touch:
+                t.last_read_ts = now
+                t.last_consumed_ms = now
+            return self._info(t, now)
+
+    def list_topics(
+        self, prefix: str = "", after: str | None = None, limit: int = 100, touch: bool = False
+    ) -> tuple[list[TopicInfo], bool]:
+        """A page of topics sorted by name (byte order), strictly after `after`."""
+        names = self._sorted_names
+        if names is None:
+            with self._registry_lock:
+                names = self._sorted_names = sorted(self.topics)  # ASCII: str order == byte order
+        lo = bisect_right(names, after) if after is not None else 0
+        if prefix:
+            lo = max(lo, bisect_left(names, prefix))
+        out: list[TopicInfo] = []
+        now = self.clock.now_ms()
+        i = lo
+        while i < len(names) and len(out) < limit:
+            name = names[i]
+            i += 1
+            if prefix and not name.startswith(prefix):
+                break
+            t = self.topics.get(name)
+            if t is None:
+                continue
+            with t.lock:
+                self.retain(t, now)
+                if touch:
+                    t.last_consumed_ms = now
+                out.append(self._info(t, now))
+        more = i < len(names) and (not prefix or names[i].startswith(prefix))
+        return out, more
+
+    # ---- writes ---------------------------------------------------------------------
+    def write(
+        self,
+        name: str,
+        records: Sequence[RecordIn],
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: TopicConfig | None = None,
+    ) -> WriteResult:
+        """Append atomically and wait for the topic's durability class (sync callers)."""
+        pw = self.write_begin(
+            name, records, node=node, idempotency_key=idempotency_key, create=create, config=config
+        )
+        return self.write_finish(pw)
+
+    def write_begin(
+        self,
+        name: str,
+        records: Sequence[RecordIn],
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: TopicConfig | None = None,
+    ) -> PendingWrite:
+        """Validate, resolve/create the topic, dedupe, run retention and admission, reserve
+        seqs and submit the frames. Never waits for the data commit."""
+        n = len(records)
+        if n == 0:
+            raise invalid("records must hold at least one record")
+        if n > MAX_RECORDS_PER_WRITE:
+            raise SeglogError(
+                ErrorCode.BATCH_TOO_LARGE,
+                f"a write holds at most {MAX_RECORDS_PER_WRITE} records",
+                {"records": n, "max": MAX_RECORDS_PER_WRITE},
+            )
+        size = 0
+        for r in records:
+            rs = r.size
+            if rs > MAX_RECORD_BYTES:
+                raise SeglogError(
+                    ErrorCode.RECORD_TOO_LARGE,
+                    f"record data+meta is {rs} bytes; the limit is {MAX_RECORD_BYTES}",
+                    {"bytes": rs, "max": MAX_RECORD_BYTES},
+                )
+            size += rs
+        recs = list(records)
+        if node is not None:
+            recs = [
+                r if r.node is not None else RecordIn(r.data_json, r.meta_json, node, r.tag)
+                for r in recs
+            ]
+        created = False
+        t = self.topics.get(name)
+        if t is None:
+            cfg = config if config is not None else TopicConfig()
+            if not (create if create is not None else cfg.auto_create):
+                raise topic_not_found(name)
+            created = self.put_topic(name, cfg).created
+            t = self._topic(name)
+        now = self.clock.now_ms()
+        with t.lock:
+            if t.deleted:
+                raise topic_not_found(name)
+            if idempotency_key is not None:
+                entry = self._dedupe_lookup(t, idempotency_key, now)
+                if entry is not None:
+                    return PendingWrite(name, entry.op, False, True)
+            self.retain(t, now)
+            self._admit(t, n, size)
+            op = self._submit_append(t, recs, size, now)
+            if idempotency_key is not None:
+                op.idempotency_key = idempotency_key
+                t.dedupe[idempotency_key] = DedupeEntry(now, op)
+            if op.commit.done() and t.pending and t.pending[0] is op:
+                head = self._apply_ready(t, now)
+            else:
+                head = None
+        if head is not None:
+            self._notify(name, head)
+        return PendingWrite(name, op, created, False)
+
+    def _dedupe_lookup(self, t: TopicState, key: str, now: int) -> DedupeEntry | None:
+        window = t.config.idempotency_window_ms
+        d = t.dedupe
+        while d:
+            k = next(iter(d))
+            if now - d[k].created_ms > window:
+                del d[k]
+            else:
+                break
+        return d.get(key)
+
+    def _admit(self, t: TopicState, n: int, size: int) -> None:
+        cfg = t.config
+        if cfg.discard is Discard.REJECT and (cfg.cap_records or cfg.cap_bytes):
+            if (cfg.cap_records and n > cfg.cap_records) or (
+                cfg.cap_bytes and size > cfg.cap_bytes
+            ):
+                raise SeglogError(
+                    ErrorCode.RECORD_TOO_LARGE,
+                    f"the write ({n} records, {size} bytes) exceeds topic {t.name!r}'s whole cap",
+                    {"topic": t.name, "cap_records": cfg.cap_records, "cap_bytes": cfg.cap_bytes},
+                )
+            count = t.count + t.pending_count
+            used = t.bytes + t.pending_bytes
+            if (cfg.cap_records and count + n > cfg.cap_records) or (
+                cfg.cap_bytes and used + size > cfg.cap_bytes
+            ):
+                raise SeglogError(
+                    ErrorCode.TOPIC_FULL,
+                    f"topic {t.name!r} is full",
+                    {
+                        "topic": t.name,
+                        "cap_records": cfg.cap_records,
+                        "cap_bytes": cfg.cap_bytes,
+                        "head_seq": t.head,
+                        "earliest_seq": t.earliest(),
+                    },
+                )
+        cap = self.options.max_total_bytes
+        if cap:
+            total = sum(x.bytes + x.pending_bytes for x in list(self.topics.values()))
+            if total + size > cap:
+                raise throttled(
+                    "server-wide live byte quota reached", {"limit": "max_total_bytes", "max": cap}
+                )
+
+    def _submit_append(
+        self, t: TopicState, records: list[RecordIn], size: int, now: int
+    ) -> PendingOp:
+        first = t.reserved + 1
+        last = first + len(records) - 1
+        ts = max(now, t.last_write_ts or 0, _last_pending_ts(t))
+        cls = t.config.durability
+        prev_reservation: int | None = None
+        if cls is Durability.EPHEMERAL:
+            commit = Commit.completed()
+        else:
+            wal = self._require_wal()
+            durable = cls is Durability.FSYNC
+            frames: list[bytes] = []
+            tid = t.topic_id
+            if cls is Durability.DISK and last >= t.reservation:
+                # The seq ceiling must be durable before any seq at/above it is visible, so a
+                # crash never hands out an acked seq twice (SEMANTICS §3.2).
+                prev_reservation = t.reservation
+                t.reservation = max(last, t.reservation) + HEAD_RESERVATION_STEP
+                body = HeadWatermarkBody(t.reservation).encode()
+                frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True))
+                durable = True
+            seq = first
+            for r in records:
+                blob = encode_blob(r.data_json, r.meta_json)
+                frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable))
+                seq += 1
+            try:
+                commit = wal.submit(wal.shard_of(tid), frames, durable)
+            except WalQueueFull:
+                if prev_reservation is not None:
+                    t.reservation = prev_reservation
+                raise throttled("WAL ingest queue is full") from None
+            except WalError as e:
+                if prev_reservation is not None:
+                    t.reservation = prev_reservation
+                raise internal(f"WAL is not writable: {e}") from None
+        t.reserved = last
+        op = PendingOp(
+            OpKind.APPEND,
+            commit,
+            first_seq=first,
+            ts=ts,
+            records=records,
+            size=size,
+            prev_reservation=prev_reservation,
+            owner=t,
+        )
+        t.pending.append(op)
+        t.pending_count += len(records)
+        t.pending_bytes += size
+        return op
+
+    def write_finish(self, pw: PendingWrite) -> WriteResult:
+        """Wait for the write's commit, publish it in seq order, return the ack."""
+        self.drain(pw.op)
+        return self.write_publish(pw)
+
+    def write_publish(self, pw: PendingWrite) -> WriteResult:
+        """After the commit completed: publish (in order) and build the result."""
+        op = pw.op
+        if not op.applied:
+            self.drain(op)
+        if op.error is not None:
+            raise op.error
+        assert op.write_result is not None
+        res = op.write_result
+        if pw.deduped:
+            return replace(res, created=False, deduped=True)
+        if pw.created:
+            return replace(res, created=True)
+        return res
+
+    def drain(self, op: PendingOp) -> None:
+        """Apply every completed op ahead of and including `op`, waiting (outside the topic
+        lock) for earlier commits when needed."""
+        topic: TopicState = op.owner
+        while not op.applied:
+            with topic.lock:
+                head = self._apply_ready(topic, self.clock.now_ms())
+                first = topic.pending[0] if topic.pending else None
+            if head is not None:
+                self._notify(topic.name, head)
+            if op.applied or first is None:
+                break
+            try:
+                first.commit.wait()
+            except WalError:
+                pass
+
+    def _apply_ready(self, t: TopicState, now: int) -> int | None:
+        """Under `t.lock`: apply completed ops from the queue head, in order. Returns the new
+        head if records were published (to notify listeners outside the lock)."""
+        published = False
+        while t.pending and t.pending[0].commit.done():
+            op = t.pending.popleft()
+            if op.kind is OpKind.APPEND:
+                published |= self._apply_append(t, op)
+            else:
+                self._apply_delete(t, op)
+            op.applied = True
+        if published:
+            try:
+                self.retain(t, now)
+            except SeglogError:
+                pass  # the next operation on the topic retries the pass
+            return t.head
+        return None
+
+    def _apply_append(self, t: TopicState, op: PendingOp) -> bool:
+        n = op.count
+        t.pending_count -= n
+        t.pending_bytes -= op.size
+        err = op.commit.error
+        if op.cancelled or err is not None or t.deleted:
+            if not t.deleted and not op.cancelled:
+                self._fail_appends(t, op)
+            op.error = internal(
+                f"WAL commit failed: {err}" if err is not None else "an earlier write failed"
+            )
+            if op.idempotency_key is not None:
+                t.dedupe.pop(op.idempotency_key, None)
+            op.records = None
+            return False
+        assert op.records is not None
+        t.publish_batch(op.first_seq, op.ts, op.records)
+        op.records = None
+        op.write_result = WriteResult(
+            topic=t.name,
+            first_seq=op.first_seq,
+            last_seq=op.first_seq + n - 1,
+            seqs=list(range(op.first_seq, op.first_seq + n)),
+            head_seq=t.head,
+            count=n,
+            created=False,
+            deduped=False,
+            wal_append_ms=op.commit.wal_ms,
+            fsync_ms=op.commit.fsync_ms,
+        )
+        return True
+
+    def _fail_appends(self, t: TopicState, failed: PendingOp) -> None:
+        """A failed append never becomes visible. Later appends already reserved above it
+        would leave a gap that replay cannot cross (STORAGE §6: `seq ≠ head+1` is ignored),
+        so they fail too and their never-visible seqs are handed out again."""
+        for later in t.pending:
+            if later.kind is OpKind.APPEND:
+                later.cancelled = True
+        t.reserved = failed.first_seq - 1
+        if failed.prev_reservation is not None:
+            t.reservation = min(t.reservation, failed.prev_reservation)
+
+    # ---- deletes --------------------------------------------------------------------
+    def delete_records(
+        self,
+        name: str,
+        before_seq: int | None = None,
+        match: Selector | None = None,
+        seqs: Sequence[int] = (),
+    ) -> DeleteResult:
+        """SEMANTICS §7: permanent, point-in-time delete, ordered with appends, applied in
+        memory only after its WAL frame committed per the topic class."""
+        if before_seq is None and match is None and not seqs:
+            raise invalid("delete needs before_seq and/or match")
+        t = self._topic(name)
+        now = self.clock.now_ms()
+        with t.lock:
+            self.retain(t, now)
+            bound = t.reserved + 1
+            if t.persistent:
+                wal = self._require_wal()
+                durable = t.config.durability is Durability.FSYNC
+                body = DeleteBody(before_seq, match, tuple(seqs), None if seqs else bound).encode()
+                frame = encode_control(FrameType.DELETE, t.topic_id, body, now, durable)
+                try:
+                    commit = wal.submit(wal.shard_of(t.topic_id), [frame], durable)
+                except WalQueueFull:
+                    raise throttled("WAL ingest queue is full") from None
+                except WalError as e:
+                    raise internal(f"WAL is not writable: {e}") from None
+            else:
+                commit = Commit.completed()
+            op = PendingOp(
+                OpKind.DELETE,
+                commit,
+                before_seq=before_seq,
+                match=match,
+                bound=bound,
+                seqs=tuple(seqs),
+            )
+            op.owner = t
+            t.pending.append(op)
+        self.drain(op)
+        if op.error is not None:
+            raise op.error
+        assert op.delete_result is not None
+        return op.delete_result
+
+    def _apply_delete(self, t: TopicState, op: PendingOp) -> None:
+        err = op.commit.error
+        if err is not None:
+            op.error = internal(f"WAL commit failed: {err}")
+            return
+        before = t.count
+        killed = t.apply_delete(op.before_seq, op.match, op.bound, op.seqs)
+        if t.segments is not None:
+            if killed:
+                t.segments.flag_deleted(killed)
+            t.segments.drop_dead(t, killed)
+        op.delete_result = DeleteResult(
+            t.name, before - t.count, t.earliest(), t.head, t.count, t.bytes
+        )
+
+    # ---- reads ----------------------------------------------------------------------
+    def read(
+        self,
+        name: str,
+        from_seq: int = 0,
+        limit: int = 256,
+        nodes: frozenset[str] = frozenset(),
+        max_bytes: int = 1_048_576,
+    ) -> ReadResult:
+        """SEMANTICS §4.4–§4.5: records after the cursor, at most one tombstone."""
+        t = self._topic(name)
+        now = self.clock.now_ms()
+        with t.lock:
+            self.retain(t, now)
+            segs = t.segments
+            cold_before = segs.cold_reads if segs is not None else 0
+            loader = segs.load if segs is not None else _no_payload
+            recs, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now, loader)
+            t.last_read_ts = now
+            t.last_consumed_ms = now
+            cold = (segs.cold_reads - cold_before) if segs is not None else 0
+            return ReadResult(name, recs, nxt, t.head, t.earliest(), tomb, scanned, cold)
+
+    def head_of(self, name: str) -> int:
+        return self._topic(name).head
+
+    def total_bytes(self) -> int:
+        return sum(t.bytes for t in list(self.topics.values()))
+
+
+def _no_payload(seq: int) -> tuple[bytes, bytes | None]:
+    raise LookupError(f"seq {seq}: payload missing on an ephemeral topic")
+
+
+def _last_pending_ts(t: TopicState) -> int:
+    return t.pending[-1].ts if t.pending else 0

@@ -1,0 +1,118 @@
+"""Background upkeep: seal active segments, take snapshots on their triggers, move sealed
+segments to the cold tier, and drop fully dead segments (STORAGE §4.4, §4.5, §5.3).
+
+One `Maintenance` thread per engine; `run_once` is also called directly by tests with an
+injected clock. Segment file I/O runs outside topic locks (see `TopicSegments`)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from seglog.engine.engine import Engine
+from seglog.engine.snapshots import take_snapshot
+from seglog.engine.topic import TopicState
+from seglog.storage.tiers import plan_relocation, relocate
+
+log = logging.getLogger("seglog.maintenance")
+
+SNAPSHOT_CHECK_MS = 5000
+RELOCATION_CHECK_MS = 5000
+
+
+def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
+    """Seal every full (or, with `force`, any non-empty) active range. Returns segments sealed."""
+    sealed = 0
+    while True:
+        segs = t.segments
+        if segs is None:
+            return sealed
+        now = engine.clock.now_ms()
+        with t.lock:
+            if t.deleted:
+                return sealed
+            rng = segs.seal_range(t, now, force)
+            if rng is None:
+                return sealed
+            captured = segs.capture(t, rng[0], rng[1])
+        info = segs.store.seal(captured, rng[0])
+        with t.lock:
+            if t.deleted:
+                segs.store.drop(info)
+                return sealed
+            segs.register(t, info, captured)
+            segs.drop_dead(t)
+        sealed += 1
+        force = False if rng[1] >= t.head else force
+
+
+def relocate_cold(engine: Engine, t: TopicState) -> int:
+    segs = t.segments
+    if segs is None or segs.store.cold_root is None:
+        return 0
+    with t.lock:
+        plan = plan_relocation(
+            [s for s in segs.sealed if s.tier == "hot"],
+            engine.options.hot_retain_segments,
+            engine.options.hot_retain_bytes,
+        )
+    moved = 0
+    for info in plan:
+        new = relocate(segs.store, info)
+        with t.lock:
+            segs.replace(info, new)
+        moved += 1
+    return moved
+
+
+class Maintenance:
+    def __init__(self, engine: Engine, tick_s: float = 0.1) -> None:
+        self.engine = engine
+        self.tick_s = tick_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        now = engine.clock.now_ms()
+        self._next_snapshot_check = now + SNAPSHOT_CHECK_MS
+        self._next_relocation = now + RELOCATION_CHECK_MS
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="seglog-maintenance", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.tick_s):
+            try:
+                self.run_once()
+            except Exception:
+                log.exception("maintenance pass failed")
+
+    def snapshot_due(self, now: int) -> bool:
+        e = self.engine
+        if not e.topics or e.wal is None:
+            return False
+        wal_bytes = e.wal.bytes_written_total - e.wal_bytes_at_snapshot
+        return wal_bytes >= e.options.snapshot_wal_bytes or (
+            now - e.last_snapshot_ms >= e.options.snapshot_interval_ms
+        )
+
+    def run_once(self) -> None:
+        e = self.engine
+        if not e.ready:
+            return
+        for t in list(e.by_id.values()):
+            seal_topic(e, t)
+        now = e.clock.now_ms()
+        if now >= self._next_snapshot_check:
+            self._next_snapshot_check = now + SNAPSHOT_CHECK_MS
+            if self.snapshot_due(now):
+                take_snapshot(e)
+        if e.options.cold_dir is not None and now >= self._next_relocation:
+            self._next_relocation = now + RELOCATION_CHECK_MS
+            for t in list(e.by_id.values()):
+                relocate_cold(e, t)

@@ -1,0 +1,69 @@
+"""Per-topic ordered operations: appends and deletes that were reserved and submitted to
+the WAL under the topic lock and are applied in memory strictly in submission order once
+their commit completes (SEMANTICS §3.1, STORAGE §3.3 ordering rules).
+
+Owner: `TopicState.pending` holds these; the engine appends under the topic lock and the
+first thread that observes a completed head-of-queue op applies it (also under the lock).
+A WAL commit completes on the shard's writer thread, which never takes topic locks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any
+
+from seglog.errors import SeglogError
+from seglog.model import DeleteResult, RecordIn, Selector, WriteResult
+
+if TYPE_CHECKING:
+    from seglog.storage.wal import Commit
+
+
+class OpKind(IntEnum):
+    APPEND = 1
+    DELETE = 2
+
+
+@dataclass(slots=True, eq=False)
+class PendingOp:
+    kind: OpKind
+    commit: Commit
+    # append
+    first_seq: int = 0
+    ts: int = 0
+    records: list[RecordIn] | None = None
+    size: int = 0
+    prev_reservation: int | None = None
+    idempotency_key: str | None = None
+    # delete
+    before_seq: int | None = None
+    match: Selector | None = None
+    bound: int = 0
+    seqs: tuple[int, ...] = ()
+    # outcome
+    cancelled: bool = False
+    applied: bool = False
+    error: SeglogError | None = None
+    write_result: WriteResult | None = None
+    delete_result: DeleteResult | None = None
+    owner: Any = None  # the TopicState whose queue holds this op
+
+    @property
+    def count(self) -> int:
+        return len(self.records) if self.records is not None else 0
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + self.count - 1
+
+
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """What `Engine.write_begin` hands back: finish it with `write_finish` (sync) or by
+    awaiting its commit and calling `write_publish` (async callers)."""
+
+    topic: str
+    op: PendingOp
+    created: bool
+    deduped: bool

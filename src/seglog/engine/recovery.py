@@ -1,0 +1,247 @@
+"""Startup recovery (STORAGE §6): snapshot → WAL replay → truncate → head reservations →
+segment reconciliation. Deterministic and idempotent: running it again over the same
+files converges to the same state, because every frame is applied by rules that ignore
+what is already reflected (`seq <= head`, ids, floors only rise).
+
+Replay applies retention cuts in memory without logging them: they are re-derivable from
+the replayed records and the clock, and the next live retention pass logs what it moves.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from seglog.core.framing import (
+    DeleteBody,
+    EvictWatermarkBody,
+    FrameType,
+    HeadWatermarkBody,
+    TopicCreateBody,
+    TopicDeleteBody,
+    WalFrame,
+    decode_blob,
+)
+from seglog.engine.snapshots import restore_topic
+from seglog.engine.topic import TopicState
+from seglog.model import Durability, TopicConfig
+from seglog.storage.datadir import list_topic_ids
+from seglog.storage.snapshot import load_latest_snapshot
+from seglog.storage.wal import (
+    WalGroup,
+    discover_groups,
+    read_group,
+    replay_order,
+    truncate_tails,
+)
+
+if TYPE_CHECKING:
+    from seglog.engine.engine import Engine
+
+Position = tuple[int, int]
+
+
+def recover(
+    engine: Engine, on_progress: Callable[[float], None] | None = None
+) -> dict[str, Position]:
+    dd = engine.datadir
+    assert dd is not None
+    fs = engine.fs
+    starts: dict[str, Position] = {}
+    snap = load_latest_snapshot(fs, dd.meta_dir)
+    if snap is not None:
+        engine.next_topic_id = max(engine.next_topic_id, int(snap.get("next_topic_id", 1)))
+        for entry in snap.get("topics", []):
+            t = restore_topic(entry)
+            engine.register_topic(t)
+        for g in snap.get("checkpoint", {}).get("groups", []):
+            starts[str(g["key"])] = (int(g["wal_idx"]), int(g["wal_offset"]))
+
+    groups = discover_groups(fs, dd.wal_dir)
+    ordered = replay_order(groups, engine.options.wal_shards)
+    current = {_group_key(i, engine.options.wal_shards) for i in range(engine.options.wal_shards)}
+    total_bytes = sum(_group_bytes(engine, g, starts) for g in ordered) or 1
+    done_bytes = 0
+
+    def progress(nbytes: int) -> None:
+        nonlocal done_bytes
+        done_bytes += nbytes
+        engine.replay_progress = min(done_bytes / total_bytes, 0.999)
+        if on_progress is not None:
+            on_progress(engine.replay_progress)
+
+    layout_changed = any(g.key not in current for g in ordered)
+    if layout_changed:
+        _replay_split_aware(engine, ordered, starts, progress)
+    else:
+        for g in ordered:
+            _apply_all(engine, _frames(engine, g, starts, progress))
+
+    tails = truncate_tails(fs, groups)
+    now = engine.clock.now_ms()
+    for t in list(engine.by_id.values()):
+        if t.config.durability is Durability.DISK and t.reservation > t.head:
+            t.append_holes(t.reservation, now)
+            t.pop_front()
+        t.reserved = t.head
+        t.reservation = max(t.reservation, t.head)
+        _reconcile_segments(engine, t)
+    known = set(engine.by_id)
+    for root in (dd.topics_dir, dd.cold_topics_dir):
+        if root is None:
+            continue
+        for tid in list_topic_ids(fs, root):
+            if tid not in known:
+                fs.rmtree(root / f"{tid:08X}")
+    return {k: v for k, v in tails.items() if k in current}
+
+
+def _group_key(shard: int, shards: int) -> str:
+    return "" if shards == 1 else f"shard-{shard:02d}"
+
+
+def _group_bytes(engine: Engine, g: WalGroup, starts: dict[str, Position]) -> int:
+    start_idx, start_off = starts.get(g.key, (1, 0))
+    total = 0
+    for idx, path in g.files:
+        if idx < start_idx:
+            continue
+        size = engine.fs.file_size(path)
+        total += max(0, size - (start_off if idx == start_idx else 0))
+    return total
+
+
+def _frames(
+    engine: Engine, g: WalGroup, starts: dict[str, Position], progress: Callable[[int], None]
+) -> Iterable[WalFrame]:
+    start = starts.get(g.key, (1, 0))
+    last_end = start[1]
+    last_idx = start[0]
+    for idx, end, frame in read_group(engine.fs, g, start):
+        if idx != last_idx:
+            last_idx, last_end = idx, 0
+        progress(end - last_end)
+        last_end = end
+        yield frame
+
+
+def _replay_split_aware(
+    engine: Engine,
+    ordered: list[WalGroup],
+    starts: dict[str, Position],
+    progress: Callable[[int], None],
+) -> None:
+    """§6 step 5: a topic whose frames sit in several groups (the shard count changed) is
+    replayed after the others, its groups ordered by the lowest Append seq each holds."""
+    per_group: list[list[WalFrame]] = [list(_frames(engine, g, starts, progress)) for g in ordered]
+    groups_of: dict[int, set[int]] = defaultdict(set)
+    for gi, frames in enumerate(per_group):
+        for f in frames:
+            if f.topic_id:
+                groups_of[f.topic_id].add(gi)
+    split = {tid for tid, gs in groups_of.items() if len(gs) > 1}
+    for frames in per_group:
+        _apply_all(engine, (f for f in frames if f.topic_id not in split))
+    for tid in sorted(split):
+
+        def lowest_append(gi: int, tid: int = tid) -> float:
+            seqs = [
+                f.seq for f in per_group[gi] if f.topic_id == tid and f.type is FrameType.APPEND
+            ]
+            return min(seqs) if seqs else float("inf")
+
+        for gi in sorted(groups_of[tid], key=lambda gi: (lowest_append(gi), gi)):
+            _apply_all(engine, (f for f in per_group[gi] if f.topic_id == tid))
+
+
+def _apply_all(engine: Engine, frames: Iterable[WalFrame]) -> None:
+    by_id = engine.by_id
+    for f in frames:
+        if f.type is FrameType.APPEND:
+            t = by_id.get(f.topic_id)
+            if t is None or not t.persistent or f.seq <= t.head:
+                continue
+            if f.seq != t.head + 1:
+                # A gap is legitimate only inside a durable head reservation: an earlier
+                # crash turned reserved-but-unwritten seqs into holes (§6 step 7) and later
+                # writes continued above them. Anything else is corrupt and ignored.
+                if f.seq - 1 > t.reservation:
+                    continue
+                t.append_holes(f.seq - 1, f.ts)
+            data, meta = decode_blob(f.data)
+            size = len(data) + (len(meta) if meta is not None else 0)
+            t.append_slot(f.seq, f.ts, data, meta, f.node, f.tag, size)
+            t.last_write_ts = f.ts
+        else:
+            _apply_control(engine, f)
+
+
+def _apply_control(engine: Engine, f: WalFrame) -> None:
+    ft = f.type
+    if ft in (FrameType.TOPIC_CREATE, FrameType.CONFIG_UPDATE):
+        body = TopicCreateBody.decode(f.data)
+        config = TopicConfig.from_json(body.config_json)
+        engine.next_topic_id = max(engine.next_topic_id, f.topic_id + 1)
+        existing = engine.topics.get(body.name)
+        if existing is not None and existing.topic_id > f.topic_id:
+            return
+        if existing is not None and existing.topic_id == f.topic_id:
+            engine.apply_config(existing, config)
+            _retain_in_memory(engine, existing)
+            return
+        if existing is not None:
+            engine.unregister_topic(existing)
+        engine.register_topic(TopicState(body.name, f.topic_id, config))
+        return
+    if ft is FrameType.TOPIC_DELETE:
+        name = TopicDeleteBody.decode(f.data).name
+        t = engine.topics.get(name)
+        if t is not None and t.topic_id == f.topic_id:
+            engine.unregister_topic(t)
+        return
+    t = engine.by_id.get(f.topic_id)
+    if t is None:
+        return
+    if ft is FrameType.DELETE:
+        if not t.persistent:
+            return
+        d = DeleteBody.decode(f.data)
+        bound = d.bound_head if d.bound_head is not None else t.head + 1
+        t.apply_delete(d.before_seq, d.match, bound, d.seqs)
+    elif ft is FrameType.EVICT_WATERMARK:
+        w = EvictWatermarkBody.decode(f.data)
+        t.evict_floor = max(t.evict_floor, w.evict_floor)
+        t.expiry_floor = max(t.expiry_floor, w.expiry_floor)
+        t.pop_front()
+    elif ft is FrameType.HEAD_WATERMARK:
+        t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
+
+
+def _retain_in_memory(engine: Engine, t: TopicState) -> None:
+    cut = t.retention_cut(engine.clock.now_ms())
+    if cut is not None:
+        t.apply_cut(cut)
+
+
+def _reconcile_segments(engine: Engine, t: TopicState) -> None:
+    """§6 step 8: reuse sealed segments within the head, drop the rest, re-apply flags."""
+    segs = t.segments
+    if segs is None:
+        return
+    keep = []
+    for info in segs.store.list():
+        if info.last_seq > t.head:
+            segs.store.drop(info)
+        else:
+            keep.append(info)
+    flagged: list[int] = []
+    for info in keep:
+        flagged.extend(s for s in segs.store.read_del_flags(info) if t.is_live(s))
+    if flagged:
+        t.apply_delete(None, None, 0, flagged)
+    segs.set_sealed(keep)
+    segs.active_first = max((i.last_seq for i in keep), default=t.base_seq - 1) + 1
+    segs.payload_dropped_below = 1
+    segs.drop_cached_payloads(t)
+    segs.drop_dead(t)

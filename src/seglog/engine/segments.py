@@ -1,0 +1,183 @@
+"""Materialization of one persistent topic's published records into segment files.
+
+Owner: the engine, under the topic's lock, except the file I/O of sealing and relocation,
+which runs outside the lock on a captured, immutable range and is re-checked afterwards
+(deletes that landed meanwhile are flagged in the new files before they count).
+
+The *active* segment is the in-memory run of published slots from `active_first` to the
+head; sealing writes a prefix of it to `seg-<first>.data/.idx` and, once the newest
+`payload_cache` sealed records are past, drops their payloads from memory (reads then go
+through the segment's mmap with checksum verification).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from seglog.core.framing import decode_blob, encode_blob
+from seglog.core.segment_format import SegmentRecord
+from seglog.engine.topic import TopicState
+from seglog.storage.segment import SegmentInfo, SegmentStore
+
+HOLE_BLOB = b'{"d":null}'
+
+
+@dataclass(frozen=True, slots=True)
+class SealPolicy:
+    max_events: int = 10_000
+    max_bytes: int = 64 << 20
+    max_age_ms: int = 3_600_000
+    payload_cache: int = 4096
+
+
+class TopicSegments:
+    def __init__(self, store: SegmentStore, policy: SealPolicy, active_first: int = 1) -> None:
+        self.store = store
+        self.policy = policy
+        self.sealed: list[SegmentInfo] = []
+        self._firsts: list[int] = []
+        self.active_first = active_first
+        self.active_since_ms: int | None = None
+        self.payload_dropped_below = 1
+        self.cold_reads = 0
+
+    # ---- registry of sealed segments ---------------------------------------------------
+    def set_sealed(self, infos: list[SegmentInfo]) -> None:
+        self.sealed = sorted(infos, key=lambda s: s.first_seq)
+        self._firsts = [s.first_seq for s in self.sealed]
+
+    def add_sealed(self, info: SegmentInfo) -> None:
+        self.sealed.append(info)
+        self._firsts.append(info.first_seq)
+
+    def replace(self, old: SegmentInfo, new: SegmentInfo) -> None:
+        for i, s in enumerate(self.sealed):
+            if s.first_seq == old.first_seq:
+                self.sealed[i] = new
+                return
+
+    def locate(self, seq: int) -> SegmentInfo | None:
+        i = bisect_right(self._firsts, seq) - 1
+        if i >= 0:
+            s = self.sealed[i]
+            if s.first_seq <= seq <= s.last_seq:
+                return s
+        return None
+
+    def load(self, seq: int) -> tuple[bytes, bytes | None]:
+        """Payload of a live sealed record whose in-memory copy was dropped."""
+        info = self.locate(seq)
+        if info is None:
+            raise LookupError(f"seq {seq} has no payload in memory and no sealed segment")
+        if info.tier == "cold":
+            self.cold_reads += 1
+        rec = self.store.read(info, seq)
+        return decode_blob(rec.blob)
+
+    # ---- sealing -----------------------------------------------------------------------
+    def seal_range(self, t: TopicState, now: int, force: bool = False) -> tuple[int, int] | None:
+        """Under the lock: the `[first, last]` range to seal now, or None (§4.4 triggers)."""
+        if self.active_first < t.base_seq:
+            # Slots below the base left before they were sealed; the next segment simply
+            # starts at the base (a non-contiguous start is a valid segment boundary).
+            self.active_first = t.base_seq
+        first = self.active_first
+        n = t.head - first + 1
+        if n <= 0:
+            self.active_since_ms = None
+            return None
+        if self.active_since_ms is None:
+            self.active_since_ms = now
+        p = self.policy
+        if n >= p.max_events:
+            return first, first + p.max_events - 1
+        lo = first - t.origin
+        active_bytes = sum(t.size[lo:]) if lo >= 0 else 0
+        if active_bytes >= p.max_bytes:
+            return first, t.head
+        if force or (p.max_age_ms > 0 and now - self.active_since_ms >= p.max_age_ms):
+            return first, t.head
+        return None
+
+    def capture(self, t: TopicState, first: int, last: int) -> list[SegmentRecord]:
+        """Under the lock: the immutable records of `[first, last]` (holes flagged dead)."""
+        out: list[SegmentRecord] = []
+        origin = t.origin
+        for seq in range(first, last + 1):
+            i = seq - origin
+            if i < 0 or i < t.front or t.dead[i]:
+                ts = t.ts[i] if i >= 0 else 0
+                out.append(SegmentRecord(seq, ts, None, None, HOLE_BLOB, True))
+                continue
+            data = t.data[i]
+            if data is None:
+                data, meta = self.load(seq)
+            else:
+                meta = t.meta[i]
+            out.append(
+                SegmentRecord(seq, t.ts[i], t.node[i], t.tag[i], encode_blob(data, meta), False)
+            )
+        return out
+
+    def register(self, t: TopicState, info: SegmentInfo, captured: list[SegmentRecord]) -> None:
+        """Under the lock, after the files are durable: flag deletes that raced the write,
+        then let the oldest sealed payloads leave memory."""
+        raced = [
+            r.seq
+            for r in captured
+            if not r.deleted and (r.seq - t.origin < t.front or t.dead[r.seq - t.origin])
+        ]
+        if raced:
+            self.store.mark_deleted(info, raced)
+        self.add_sealed(info)
+        self.active_first = info.last_seq + 1
+        self.active_since_ms = None
+        self.drop_cached_payloads(t)
+
+    def drop_cached_payloads(self, t: TopicState) -> None:
+        sealed_end = self.active_first  # one past the last sealed seq
+        keep_from = max(sealed_end - self.policy.payload_cache, 1)
+        lo = max(self.payload_dropped_below, t.base_seq)
+        for seq in range(lo, keep_from):
+            i = seq - t.origin
+            if 0 <= i < len(t.data):
+                t.data[i] = None
+                t.meta[i] = None
+        self.payload_dropped_below = max(self.payload_dropped_below, keep_from)
+
+    # ---- physical reclaim --------------------------------------------------------------
+    def flag_deleted(self, seqs: list[int]) -> None:
+        """Flip the del_flag of killed records that live in sealed segments."""
+        by_seg: dict[int, tuple[SegmentInfo, list[int]]] = {}
+        for s in seqs:
+            info = self.locate(s)
+            if info is not None:
+                by_seg.setdefault(info.first_seq, (info, []))[1].append(s)
+        for info, lst in by_seg.values():
+            self.store.mark_deleted(info, lst)
+
+    def drop_dead(self, t: TopicState, touched: list[int] | None = None) -> int:
+        """Unlink sealed segments whose every seq is below earliest_seq or deleted."""
+        earliest = t.earliest()
+        keep: list[SegmentInfo] = []
+        dropped = 0
+        touched_firsts = set()
+        for s in touched or ():
+            hit = self.locate(s)
+            if hit is not None:
+                touched_firsts.add(hit.first_seq)
+        for info in self.sealed:
+            dead = info.last_seq < earliest
+            if not dead and info.first_seq in touched_firsts:
+                lo = max(max(info.first_seq, earliest) - t.origin, 0)
+                hi = info.last_seq - t.origin + 1
+                dead = lo >= hi or all(t.dead[lo:hi])
+            if dead:
+                self.store.drop(info)
+                dropped += 1
+            else:
+                keep.append(info)
+        if dropped:
+            self.set_sealed(keep)
+        return dropped

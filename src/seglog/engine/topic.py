@@ -1,0 +1,428 @@
+"""In-memory state of one topic instance: the dense slot index, floors, counters, tag index.
+
+Owner: `TopicState` is mutated only by the engine while holding `TopicState.lock`; every
+method here assumes the caller holds it. Readers receive immutable `Record`/`ReadResult`
+values built under the lock.
+
+Slots are parallel lists indexed by `seq - origin`; `front` is the index of `base_seq`
+(slots before it are popped but not yet compacted away). A slot is *dead* when it was
+deleted, is a hole (failed write, reservation padding) or was popped; dead slots keep their
+position so `seq → slot` stays O(1). Payloads of records materialized in sealed segments
+may be dropped from memory (`data[i] is None` on a live slot) and are read back through
+`TopicSegments`.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from seglog.core.watermarks import (
+    Floors,
+    byte_cap_cut,
+    earliest_seq,
+    involuntary_floor,
+    record_cap_floor,
+    tombstone_for,
+    ttl_cut,
+)
+from seglog.model import (
+    Durability,
+    Record,
+    RecordIn,
+    Selector,
+    TopicConfig,
+)
+
+# A read examines at most this many slots, so a huge deleted or filtered region costs
+# bounded work per call; the cursor still advances past what was examined.
+MAX_SLOTS_EXAMINED = 65_536
+
+
+@dataclass(slots=True)
+class DedupeEntry:
+    created_ms: int
+    op: Any  # the PendingOp of the original write (engine-owned)
+
+
+@dataclass(slots=True)
+class RetentionCut:
+    """Floors a retention pass wants to raise; `needs_watermark` when TTL or byte cap moved."""
+
+    evict_floor: int
+    expiry_floor: int
+    needs_watermark: bool
+
+
+@dataclass(slots=True)
+class TopicState:
+    name: str
+    topic_id: int
+    config: TopicConfig
+    epoch: int = 1
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    # slot index
+    origin: int = 1
+    front: int = 0
+    ts: list[int] = field(default_factory=list)
+    data: list[bytes | None] = field(default_factory=list)
+    meta: list[bytes | None] = field(default_factory=list)
+    node: list[str | None] = field(default_factory=list)
+    tag: list[str | None] = field(default_factory=list)
+    size: list[int] = field(default_factory=list)
+    dead: bytearray = field(default_factory=bytearray)
+    # seqs and floors
+    head: int = 0
+    reserved: int = 0
+    reservation: int = 0
+    evict_floor: int = 0
+    expiry_floor: int = 0
+    source_trim_floor: int = 0
+    delete_floor: int = 0
+    count: int = 0
+    bytes: int = 0
+    # tag → ascending seqs of live records
+    tags: dict[str, list[int]] = field(default_factory=dict)
+    _tag_keys: list[str] | None = None
+    # ops reserved/submitted but not yet applied, in seq/WAL order (engine-owned)
+    pending: deque[Any] = field(default_factory=deque)
+    pending_count: int = 0
+    pending_bytes: int = 0
+    dedupe: OrderedDict[str, DedupeEntry] = field(default_factory=OrderedDict)
+    last_write_ts: int | None = None
+    last_read_ts: int | None = None
+    last_consumed_ms: int | None = None
+    deleted: bool = False
+    segments: Any = None  # TopicSegments for persistent topics (engine-owned)
+
+    # ---- derived values -------------------------------------------------------------
+    @property
+    def base_seq(self) -> int:
+        return self.origin + self.front
+
+    @property
+    def end_seq(self) -> int:
+        """One past the last slot."""
+        return self.origin + len(self.ts)
+
+    def floors(self) -> Floors:
+        return Floors(
+            self.evict_floor, self.expiry_floor, self.source_trim_floor, self.delete_floor
+        )
+
+    def earliest(self) -> int:
+        return earliest_seq(self.floors(), self.base_seq, self.head)
+
+    def involuntary(self) -> int:
+        return involuntary_floor(self.floors(), self.head)
+
+    @property
+    def persistent(self) -> bool:
+        return self.config.durability is not Durability.EPHEMERAL
+
+    # ---- slots ------------------------------------------------------------------------
+    def append_slot(
+        self,
+        seq: int,
+        ts: int,
+        data: bytes | None,
+        meta: bytes | None,
+        node: str | None,
+        tag: str | None,
+        size: int,
+        dead: bool = False,
+    ) -> None:
+        """Append the slot for `seq == head + 1` and publish it (head advances)."""
+        assert seq == self.end_seq == self.head + 1, (seq, self.end_seq, self.head)
+        self.ts.append(ts)
+        self.data.append(None if dead else data)
+        self.meta.append(None if dead else meta)
+        self.node.append(node)
+        self.tag.append(None if dead else tag)
+        self.size.append(0 if dead else size)
+        self.dead.append(1 if dead else 0)
+        self.head = seq
+        if self.reserved < seq:
+            self.reserved = seq
+        if not dead:
+            self.count += 1
+            self.bytes += size
+            if tag is not None:
+                lst = self.tags.get(tag)
+                if lst is None:
+                    self.tags[tag] = [seq]
+                    self._tag_keys = None
+                else:
+                    lst.append(seq)
+
+    def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
+        """Publish a committed write: the hot path, so it inlines `append_slot`."""
+        assert first_seq == self.end_seq == self.head + 1
+        seq = first_seq
+        tags = self.tags
+        n_bytes = 0
+        for r in records:
+            size = len(r.data_json) + (len(r.meta_json) if r.meta_json is not None else 0)
+            n_bytes += size
+            self.ts.append(ts)
+            self.data.append(r.data_json)
+            self.meta.append(r.meta_json)
+            self.node.append(r.node)
+            self.tag.append(r.tag)
+            self.size.append(size)
+            if r.tag is not None:
+                lst = tags.get(r.tag)
+                if lst is None:
+                    tags[r.tag] = [seq]
+                    self._tag_keys = None
+                else:
+                    lst.append(seq)
+            seq += 1
+        self.dead.extend(bytes(len(records)))
+        self.head = seq - 1
+        if self.reserved < self.head:
+            self.reserved = self.head
+        self.count += len(records)
+        self.bytes += n_bytes
+        self.last_write_ts = ts
+
+    def append_holes(self, upto: int, ts: int) -> None:
+        """Dead slots up to `upto` (failed writes, reservation padding, trim holes)."""
+        n = upto - self.head
+        if n <= 0:
+            return
+        self.ts.extend([ts] * n)
+        self.data.extend([None] * n)
+        self.meta.extend([None] * n)
+        self.node.extend([None] * n)
+        self.tag.extend([None] * n)
+        self.size.extend([0] * n)
+        self.dead.extend(b"\x01" * n)
+        self.head = upto
+        if self.reserved < upto:
+            self.reserved = upto
+
+    def is_live(self, seq: int) -> bool:
+        i = seq - self.origin
+        return self.front <= i < len(self.ts) and not self.dead[i] and seq >= self.earliest()
+
+    def kill(self, seq: int) -> int:
+        """Mark a live slot deleted; returns its bytes (or -1 if it was not live)."""
+        i = seq - self.origin
+        if not (self.front <= i < len(self.ts)) or self.dead[i]:
+            return -1
+        size = self.size[i]
+        self.dead[i] = 1
+        self.data[i] = None
+        self.meta[i] = None
+        self.size[i] = 0
+        self.count -= 1
+        self.bytes -= size
+        return size
+
+    # ---- tag index ----------------------------------------------------------------------
+    def _tag_remove(self, tag: str, seq: int) -> None:
+        lst = self.tags.get(tag)
+        if not lst:
+            return
+        j = bisect_left(lst, seq)
+        if j < len(lst) and lst[j] == seq:
+            del lst[j]
+            if not lst:
+                del self.tags[tag]
+                self._tag_keys = None
+
+    def tag_matches(self, sel: Selector, below: int) -> list[int]:
+        """Live seqs `< below` whose tag matches, via the tag index (never a log scan)."""
+        if sel.op == "Eq":
+            lists = [self.tags.get(sel.value, [])]
+        else:
+            if self._tag_keys is None:
+                self._tag_keys = sorted(self.tags)
+            keys = self._tag_keys
+            lists = []
+            j = bisect_left(keys, sel.value)
+            while j < len(keys) and keys[j].startswith(sel.value):
+                lists.append(self.tags[keys[j]])
+                j += 1
+        out: list[int] = []
+        for lst in lists:
+            out.extend(lst[: bisect_left(lst, below)])
+        out.sort()
+        return out
+
+    # ---- deletes --------------------------------------------------------------------------
+    def apply_delete(
+        self, before_seq: int | None, match: Selector | None, bound: int, seqs: Iterable[int] = ()
+    ) -> list[int]:
+        """SEMANTICS §7: delete live records `< min(before_seq, bound)` (tag-filtered when
+        `match`), or exactly `seqs`. Returns the killed seqs (sealed ones need flag flips)."""
+        killed: list[int] = []
+        explicit = list(seqs)
+        if explicit:
+            for s in explicit:
+                tag = self._slot_tag(s)
+                if self.kill(s) >= 0:
+                    killed.append(s)
+                    if tag is not None:
+                        self._tag_remove(tag, s)
+            self.pop_front()
+            return killed
+        limit = bound if before_seq is None else min(before_seq, bound)
+        if match is not None:
+            for s in self.tag_matches(match, limit):
+                tag = self._slot_tag(s)
+                if self.kill(s) >= 0:
+                    killed.append(s)
+                    if tag is not None:
+                        self._tag_remove(tag, s)
+        else:
+            # Everything below the new floor leaves through the front pop (which adjusts
+            # count/bytes); sealed copies need no flag flip because the floor covers them.
+            self.delete_floor = max(self.delete_floor, limit - 1)
+        self.pop_front()
+        return killed
+
+    def _slot_tag(self, seq: int) -> str | None:
+        i = seq - self.origin
+        return self.tag[i] if self.front <= i < len(self.tag) else None
+
+    # ---- retention ----------------------------------------------------------------------------
+    def retention_cut(self, now: int) -> RetentionCut | None:
+        """SEMANTICS §4.2 steps 1–3: the floors the pass would raise, or None."""
+        cfg = self.config
+        if not cfg.has_retention:
+            return None
+        evict, expiry = self.evict_floor, self.expiry_floor
+        moved_wm = False
+        lo, hi = self.front, len(self.ts)
+        if cfg.ttl_ms > 0 and lo < hi:
+            cut = ttl_cut(self.ts, lo, hi, now, cfg.ttl_ms)
+            if cut > lo:
+                last = self.origin + cut - 1
+                if last > expiry:
+                    expiry = last
+                    moved_wm = True
+        if cfg.cap_records > 0:
+            evict = max(evict, record_cap_floor(self.head, cfg.cap_records))
+        if cfg.cap_bytes > 0:
+            inv = max(evict, expiry, self.source_trim_floor)
+            retained = self._live_bytes_above(inv)
+            if retained > cfg.cap_bytes:
+                start = max(lo, inv + 1 - self.origin)
+                end = byte_cap_cut(self.size, start, hi, retained - cfg.cap_bytes)
+                if end > start:
+                    last = self.origin + end - 1
+                    if last > evict:
+                        evict = last
+                        moved_wm = True
+        if evict == self.evict_floor and expiry == self.expiry_floor:
+            return None
+        return RetentionCut(evict, expiry, moved_wm)
+
+    def _live_bytes_above(self, floor: int) -> int:
+        """Live bytes of slots with seq > floor."""
+        start = floor + 1 - self.origin
+        if start <= self.front:
+            return self.bytes
+        # Subtract what lies between base and the floor (bounded by the evicted region).
+        below = 0
+        for i in range(self.front, min(start, len(self.size))):
+            below += self.size[i]
+        return self.bytes - below
+
+    def apply_cut(self, cut: RetentionCut) -> None:
+        self.evict_floor = max(self.evict_floor, cut.evict_floor)
+        self.expiry_floor = max(self.expiry_floor, cut.expiry_floor)
+        self.pop_front()
+
+    def pop_front(self) -> None:
+        """§4.2 step 5: pop every slot below earliest_seq and the dead run after it."""
+        stop = self.earliest() - self.origin
+        n = len(self.ts)
+        i = self.front
+        while i < n and (i < stop or self.dead[i]):
+            if not self.dead[i]:
+                self.count -= 1
+                self.bytes -= self.size[i]
+                tag = self.tag[i]
+                if tag is not None:
+                    self._tag_remove(tag, self.origin + i)
+                self.dead[i] = 1
+                self.data[i] = None
+                self.meta[i] = None
+                self.size[i] = 0
+            i += 1
+        self.front = i
+        if self.front > 4096 and self.front * 2 > n:
+            self._compact()
+
+    def _compact(self) -> None:
+        k = self.front
+        for lst in (self.ts, self.data, self.meta, self.node, self.tag, self.size):
+            del lst[:k]
+        del self.dead[:k]
+        self.origin += k
+        self.front = 0
+
+    # ---- reads ------------------------------------------------------------------------------
+    def read(
+        self,
+        cursor: int,
+        limit: int,
+        nodes: frozenset[str],
+        max_bytes: int,
+        now: int,
+        load_payload: Callable[[int], tuple[bytes, bytes | None]],
+    ) -> tuple[list[Record], int, Any, int]:
+        """SEMANTICS §4.4–§4.5. Returns (records, next_from_seq, tombstone, scanned)."""
+        tomb, pos = tombstone_for(cursor, self.floors(), self.base_seq, self.head)
+        head = self.head
+        ttl = self.config.ttl_ms
+        expired_before = now - ttl if ttl > 0 else None
+        node_filter = nodes if (nodes and self.config.dedupe_node) else None
+        out: list[Record] = []
+        used = 0
+        scanned = 0
+        origin, front = self.origin, self.front
+        seq = pos + 1
+        while seq <= head and len(out) < limit and scanned < MAX_SLOTS_EXAMINED:
+            i = seq - origin
+            if i < front or self.dead[i]:
+                pos = seq
+                seq += 1
+                scanned += 1
+                continue
+            ts = self.ts[i]
+            if expired_before is not None and ts < expired_before:
+                pos, seq, scanned = seq, seq + 1, scanned + 1
+                continue
+            node = self.node[i]
+            if node_filter is not None and node is not None and node in node_filter:
+                pos, seq, scanned = seq, seq + 1, scanned + 1
+                continue
+            size = self.size[i]
+            if out and used + size > max_bytes:
+                break
+            data = self.data[i]
+            if data is None:
+                data, meta = load_payload(seq)
+            else:
+                meta = self.meta[i]
+            out.append(Record(seq, ts, data, meta, node, self.tag[i]))
+            used += size
+            pos = seq
+            seq += 1
+            scanned += 1
+        return out, pos, tomb, scanned
+
+    def live_records(self) -> Iterable[int]:
+        """Seqs of live slots at or above earliest_seq (snapshot capture, sealing checks)."""
+        start = max(self.front, self.earliest() - self.origin)
+        for i in range(start, len(self.ts)):
+            if not self.dead[i]:
+                yield self.origin + i

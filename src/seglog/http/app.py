@@ -1,0 +1,171 @@
+"""The ASGI application: one route table, a guard in front, canonical errors everywhere.
+
+Request pipeline (API §0.2, §1): probes bypass auth unless `SEGLOG_PROBE_AUTH`; otherwise
+authentication happens before routing (an unknown path without a key is 401), then the
+per-key in-flight cap, then readiness (503 `not_ready` while recovery replays), then the
+route. Handlers check scope/prefix, read the body under the size cap, check the content
+type, parse, and call the engine. Every error leaves as the canonical error body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from seglog.config import Settings
+from seglog.engine.aio import AppendWaiters
+from seglog.engine.engine import Engine
+from seglog.errors import ErrorCode, SeglogError
+from seglog.http import health, records, topics
+from seglog.http.auth import KeyRing, Principal, bearer_token
+from seglog.http.errors import error_response
+from seglog.http.openapi import openapi_bytes
+
+PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
+ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
+
+
+@dataclass
+class ServerState:
+    """Owner of the server-wide mutable state that is not the engine's: per-key in-flight
+    counters, the asyncio append waiters, the shutdown flag. Touched only on the loop."""
+
+    engine: Engine
+    settings: Settings
+    keyring: KeyRing
+    recovery_done: asyncio.Event = field(default_factory=asyncio.Event)
+    waiters: AppendWaiters | None = None
+    shutting_down: bool = False
+    inflight: dict[str, int] = field(default_factory=dict)
+    started_monotonic: float = 0.0
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.waiters = AppendWaiters(self.engine, loop)
+
+    async def begin_shutdown(self) -> None:
+        self.shutting_down = True
+        if self.waiters is not None:
+            self.waiters.wake_all()
+
+
+class Guard:
+    """Pure-ASGI middleware: auth before routing, in-flight caps, readiness."""
+
+    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+        self.app = app
+        self.state = state
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        st = self.state
+        path: str = scope["path"]
+        auth_on = st.keyring.enabled
+        principal: Principal | None = st.keyring.full_access
+        if auth_on and (path not in PROBE_PATHS or st.settings.probe_auth):
+            principal = st.keyring.authenticate(bearer_token(_header(scope, b"authorization")))
+            if principal is None:
+                await _send_error(
+                    send, SeglogError(ErrorCode.UNAUTHORIZED, "missing or unknown API key")
+                )
+                return
+        scope["seglog.principal"] = principal
+        if path not in ALWAYS_SERVED and not st.engine.ready:
+            err = SeglogError(
+                ErrorCode.NOT_READY,
+                "recovery in progress",
+                {"replay_progress": round(st.engine.replay_progress, 4)},
+                retry_after=1,
+            )
+            await _send_error(send, err)
+            return
+        cap = st.settings.max_inflight_per_key
+        key = principal.key_id if (auth_on and principal is not None) else None
+        if key is not None and cap:
+            n = st.inflight.get(key, 0)
+            if n >= cap:
+                await _send_error(
+                    send,
+                    SeglogError(ErrorCode.THROTTLED, "too many in-flight requests", retry_after=1),
+                )
+                return
+            st.inflight[key] = n + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            if key is not None and cap:
+                left = st.inflight.get(key, 1) - 1
+                if left > 0:
+                    st.inflight[key] = left
+                else:
+                    st.inflight.pop(key, None)
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for k, v in scope["headers"]:
+        if k == name:
+            return str(v.decode("latin-1"))
+    return None
+
+
+async def _send_error(send: Send, err: SeglogError) -> None:
+    resp = error_response(err)
+    await send(
+        {"type": "http.response.start", "status": resp.status_code, "headers": resp.raw_headers}
+    )
+    await send({"type": "http.response.body", "body": resp.body})
+
+
+def build_app(state: ServerState) -> ASGIApp:
+    async def openapi(_request: Request) -> Response:
+        return Response(openapi_bytes(), media_type="application/json")
+
+    routes = [
+        Route("/v0/health", health.health, methods=["GET"]),
+        Route("/healthz", health.health, methods=["GET"]),
+        Route("/v0/ready", health.ready, methods=["GET"]),
+        Route("/readyz", health.ready, methods=["GET"]),
+        Route("/v0/metrics", health.metrics, methods=["GET"]),
+        Route("/v0/openapi.json", openapi, methods=["GET"]),
+        Route("/v0/topics", topics.list_topics, methods=["GET"]),
+        Route(
+            "/v0/topics/{topic}",
+            topics.topic_root,
+            methods=["GET", "PUT", "DELETE", "POST"],
+        ),
+        Route("/v0/topics/{topic}/diff", records.diff, methods=["POST"]),
+        Route("/v0/topics/{topic}/delete", records.delete, methods=["POST"]),
+    ]
+
+    async def http_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            return error_response(SeglogError(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed"))
+        return error_response(SeglogError(ErrorCode.NOT_FOUND, "no such route"))
+
+    async def domain_error(_request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, SeglogError)
+        return error_response(exc)
+
+    async def crash(_request: Request, exc: Exception) -> Response:
+        return error_response(
+            SeglogError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
+        )
+
+    app = Starlette(
+        routes=routes,
+        exception_handlers={
+            HTTPException: http_error,
+            SeglogError: domain_error,
+            Exception: crash,
+        },
+    )
+    app.state.seglog = state
+    return Guard(app, state)

@@ -1,0 +1,49 @@
+"""Health, readiness and metrics routes (API §10)."""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+import seglog
+from seglog.errors import ErrorCode, SeglogError
+from seglog.http.app_state import server_state
+from seglog.http.auth import Scope
+from seglog.http.common import json_response, require
+from seglog.http.metrics_snapshot import collect
+from seglog.http.metrics_text import render_json, render_prometheus
+
+_STARTED = time.monotonic()
+
+
+def uptime_ms() -> int:
+    return int((time.monotonic() - _STARTED) * 1000)
+
+
+async def health(_request: Request) -> Response:
+    body = {"status": "ok", "version": seglog.__version__, "uptime_ms": uptime_ms()}
+    return json_response(orjson.dumps(body))
+
+
+async def ready(request: Request) -> Response:
+    engine = server_state(request).engine
+    if not engine.ready:
+        raise SeglogError(
+            ErrorCode.NOT_READY,
+            "recovery in progress",
+            {"replay_progress": round(engine.replay_progress, 4)},
+            retry_after=1,
+        )
+    body = {"status": "ready", "wal_replay_complete": True, "topics": len(engine.topics)}
+    return json_response(orjson.dumps(body))
+
+
+async def metrics(request: Request) -> Response:
+    require(request, (Scope.READ,))
+    snap = collect(server_state(request), uptime_ms())
+    if "application/json" in request.headers.get("accept", ""):
+        return json_response(render_json(snap))
+    return Response(render_prometheus(snap), media_type="text/plain; version=0.0.4")

@@ -1,0 +1,55 @@
+"""Record routes: diff (read from a cursor, with long-poll) and permanent delete."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from seglog.http import codec
+from seglog.http.app_state import server_state
+from seglog.http.auth import Scope
+from seglog.http.common import (
+    blocking,
+    elapsed_ms,
+    json_body,
+    json_response,
+    read_body,
+    require,
+    started,
+)
+
+
+async def diff(request: Request) -> Response:
+    t0 = started()
+    name = request.path_params["topic"]
+    require(request, (Scope.READ,), name)
+    st = server_state(request)
+    raw = await read_body(request, st.settings.max_body_bytes)
+    req = codec.parse_diff(json_body(request, raw, empty_ok=True))
+    engine = st.engine
+
+    res = engine.read(name, req.from_seq, req.limit, frozenset(req.nodes), req.max_batch_bytes)
+    if (
+        req.wait_ms > 0
+        and not res.records
+        and res.tombstone is None
+        and res.caught_up
+        and st.waiters is not None
+        and not st.shutting_down
+    ):
+        if engine.head_of(name) == res.head_seq:
+            await st.waiters.wait([name], req.wait_ms / 1000.0)
+        res = engine.read(name, req.from_seq, req.limit, frozenset(req.nodes), req.max_batch_bytes)
+    body = codec.encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
+    return json_response(body)
+
+
+async def delete(request: Request) -> Response:
+    t0 = started()
+    name = request.path_params["topic"]
+    require(request, (Scope.DELETE,), name)
+    st = server_state(request)
+    raw = await read_body(request, st.settings.max_body_bytes)
+    req = codec.parse_delete(json_body(request, raw))
+    res = await blocking(st.engine.delete_records, name, req.before_seq, req.match)
+    return json_response(codec.encode_delete_result(res, elapsed_ms(t0)))

@@ -1,0 +1,126 @@
+"""Topic routes: PUT (create/configure), GET (state), DELETE, POST (append), list."""
+
+from __future__ import annotations
+
+import orjson
+from starlette.requests import Request
+from starlette.responses import Response
+
+from seglog.core.names import valid_topic_name
+from seglog.engine.aio import finish_write
+from seglog.errors import ErrorCode, SeglogError, invalid
+from seglog.http import codec
+from seglog.http.app_state import server_state
+from seglog.http.auth import Scope
+from seglog.http.common import (
+    blocking,
+    elapsed_ms,
+    json_body,
+    json_response,
+    read_body,
+    require,
+    started,
+)
+from seglog.model import TopicConfig
+
+
+async def topic_root(request: Request) -> Response:
+    method = request.method
+    if method == "GET":
+        return await get_topic(request)
+    if method == "PUT":
+        return await put_topic(request)
+    if method == "DELETE":
+        return await delete_topic(request)
+    return await append(request)
+
+
+async def get_topic(request: Request) -> Response:
+    t0 = started()
+    name = request.path_params["topic"]
+    require(request, (Scope.READ,), name)
+    touch = codec.parse_bool_query(request.query_params.get("touch"), True)
+    engine = server_state(request).engine
+    info = await blocking(engine.get_topic, name, touch)
+    return json_response(codec.encode_topic_info(info, elapsed_ms(t0)))
+
+
+async def put_topic(request: Request) -> Response:
+    t0 = started()
+    name = request.path_params["topic"]
+    require(request, (Scope.ADMIN,), name)
+    st = server_state(request)
+    raw = await read_body(request, st.settings.max_body_bytes)
+    if not valid_topic_name(name):
+        raise invalid(f"invalid topic name {name!r}", {"topic": name})
+    config = TopicConfig.from_dict(json_body(request, raw, empty_ok=True))
+    res = await blocking(st.engine.put_topic, name, config)
+    return json_response(codec.encode_put_topic(res, elapsed_ms(t0)), 201 if res.created else 200)
+
+
+async def delete_topic(request: Request) -> Response:
+    t0 = started()
+    name = request.path_params["topic"]
+    require(request, (Scope.DELETE,), name)
+    if_empty = codec.parse_bool_query(request.query_params.get("if_empty"), False)
+    res = await blocking(server_state(request).engine.drop_topic, name, if_empty)
+    return json_response(codec.encode_drop_topic(res, elapsed_ms(t0)))
+
+
+async def append(request: Request) -> Response:
+    t0 = started()
+    name = request.path_params["topic"]
+    p = require(request, (Scope.WRITE,), name)
+    st = server_state(request)
+    raw = await read_body(request, st.settings.max_body_bytes)
+    req = codec.parse_write(json_body(request, raw))
+    key = req.idempotency_key
+    if key is None:
+        header = request.headers.get("idempotency-key")
+        if header is not None:
+            key = codec.check_idempotency_key(header)
+    engine = st.engine
+    exists = name in engine.topics
+    config = None
+    if req.config is not None:
+        config = TopicConfig.from_dict(req.config)
+        if not exists and not p.has(Scope.ADMIN):
+            raise SeglogError(
+                ErrorCode.FORBIDDEN,
+                "creating a topic with a config needs the admin scope",
+                {"topic": name},
+            )
+    kwargs = {"node": req.node, "idempotency_key": key, "create": req.create, "config": config}
+    if exists:
+        pw = engine.write_begin(name, req.records, **kwargs)  # type: ignore[arg-type]
+    else:  # auto-create logs a durable TopicCreate: keep that fsync off the loop
+        pw = await blocking(engine.write_begin, name, req.records, **kwargs)
+    res = await finish_write(engine, pw)
+    return_seqs = codec.parse_bool_query(request.query_params.get("return_seqs"), True)
+    body = codec.encode_write_result(res, return_seqs, elapsed_ms(t0))
+    return json_response(body, 201 if res.created else 200)
+
+
+async def list_topics(request: Request) -> Response:
+    t0 = started()
+    p = require(request, (Scope.READ,))
+    q = request.query_params
+    prefix = q.get("prefix") or ""
+    page_size = codec.parse_page_size(q.get("page_size"))
+    after = codec.decode_cursor(q.get("cursor"))
+    touch = codec.parse_bool_query(q.get("touch"), False)
+    engine = server_state(request).engine
+    rows: list[object] = []
+    more = True
+    last: str | None = after
+    while len(rows) < page_size and more:
+        page, more = await blocking(engine.list_topics, prefix, last, page_size - len(rows), touch)
+        if not page:
+            break
+        last = page[-1].topic
+        rows.extend(codec.topic_summary(info) for info in page if p.allows(info.topic))
+    body: dict[str, object] = {"topics": rows}
+    if more and last is not None:
+        body["next_cursor"] = codec.encode_cursor(last)
+    body["performance"] = {"server_total_ms": elapsed_ms(t0)}
+    return json_response(orjson.dumps(body))

@@ -1,0 +1,372 @@
+"""Value objects shared by every layer (engine, storage, HTTP codec, offline readers).
+
+All are frozen slotted dataclasses. Record payloads travel as *compact JSON bytes*
+(`data_json`, `meta_json`) rather than Python values: the byte length is the record's
+size (SEMANTICS §1.2), the WAL/segment blob is built by concatenation, and the HTTP layer
+splices the bytes into responses without re-encoding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, Literal
+
+import orjson
+
+from seglog.errors import invalid
+
+MAX_RECORD_BYTES = 1_048_576
+MAX_META_BYTES = 16_384
+MAX_META_KEYS = 64
+MAX_TAG_BYTES = 256
+MAX_NODE_BYTES = 128
+MAX_IDEMPOTENCY_KEY_BYTES = 256
+MAX_RECORDS_PER_WRITE = 10_000
+MAX_DIFF_LIMIT = 1000
+DEFAULT_DIFF_LIMIT = 256
+DEFAULT_BATCH_BYTES = 1_048_576
+MAX_BATCH_BYTES = 8_388_608
+LEASE_MS_MIN = 100
+LEASE_MS_MAX = 86_400_000
+CLAIM_JITTER_MAX = 5000
+U64_MAX = 2**64 - 1
+
+
+class Durability(StrEnum):
+    EPHEMERAL = "ephemeral"
+    MEMORY = "memory"
+    DISK = "disk"
+    FSYNC = "fsync"
+
+    @property
+    def persistent(self) -> bool:
+        return self is not Durability.EPHEMERAL
+
+
+class TopicType(StrEnum):
+    LOG = "log"
+    QUEUE = "queue"
+
+
+class Discard(StrEnum):
+    OLD = "old"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """The full, normalized topic config (API §0.11). Field order is the wire order."""
+
+    type: TopicType = TopicType.LOG
+    ttl_ms: int = 0
+    cap_records: int = 0
+    cap_bytes: int = 0
+    discard: Discard = Discard.OLD
+    durability: Durability = Durability.DISK
+    priority: int | None = None
+    auto_priority: bool = True
+    auto_create: bool = True
+    idempotency_window_ms: int = 120_000
+    dedupe_node: bool = True
+    lease_ms: int = 30_000
+    claim_jitter_ms: int = 0
+    max_deliveries: int = 0
+    dead_letter: str | None = None
+    leases_durable: bool = False
+
+    @property
+    def durable(self) -> bool:
+        return self.durability is Durability.FSYNC
+
+    @property
+    def has_retention(self) -> bool:
+        return self.ttl_ms > 0 or self.cap_records > 0 or self.cap_bytes > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The wire/snapshot form, in the exact key order of API §0.11."""
+        return {
+            "type": self.type.value,
+            "ttl_ms": self.ttl_ms,
+            "cap_records": self.cap_records,
+            "cap_bytes": self.cap_bytes,
+            "discard": self.discard.value,
+            "durable": self.durable,
+            "durability": self.durability.value,
+            "priority": self.priority,
+            "auto_priority": self.auto_priority,
+            "auto_create": self.auto_create,
+            "idempotency_window_ms": self.idempotency_window_ms,
+            "dedupe_node": self.dedupe_node,
+            "lease_ms": self.lease_ms,
+            "claim_jitter_ms": self.claim_jitter_ms,
+            "max_deliveries": self.max_deliveries,
+            "dead_letter": self.dead_letter,
+            "leases_durable": self.leases_durable,
+        }
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(self.to_dict())
+
+    @staticmethod
+    def from_dict(obj: Any) -> TopicConfig:
+        """Parse a request/snapshot config object; omitted fields take the defaults.
+
+        Raises `invalid_request` on wrong types or enum values. Unknown keys are ignored
+        (additive evolution). Name validity of `dead_letter` is checked by the caller,
+        which knows the order of checks the API prescribes.
+        """
+        if not isinstance(obj, dict):
+            raise invalid("config must be a JSON object")
+        d = TopicConfig()
+
+        def u64(key: str, default: int) -> int:
+            v = obj.get(key, default)
+            if v is None and key in obj:
+                raise invalid(f"config.{key} must be an unsigned integer")
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or v > U64_MAX:
+                raise invalid(f"config.{key} must be an unsigned integer")
+            return v
+
+        def boolean(key: str, default: bool) -> bool:
+            v = obj.get(key, default)
+            if not isinstance(v, bool):
+                raise invalid(f"config.{key} must be a boolean")
+            return v
+
+        def enum(key: str, cls: Any, default: Any) -> Any:
+            v = obj.get(key, default.value)
+            try:
+                return cls(v)
+            except (ValueError, TypeError):
+                allowed = ", ".join(repr(m.value) for m in cls)
+                raise invalid(f"config.{key} must be one of {allowed}") from None
+
+        type_ = enum("type", TopicType, d.type)
+        discard = enum("discard", Discard, d.discard)
+        durable = boolean("durable", False)
+        if "durability" in obj and obj["durability"] is not None:
+            durability = enum("durability", Durability, Durability.DISK)
+        else:
+            durability = Durability.FSYNC if durable else Durability.DISK
+        priority = obj.get("priority")
+        if priority is not None and (
+            isinstance(priority, bool)
+            or not isinstance(priority, int)
+            or not -(2**31) <= priority < 2**31
+        ):
+            raise invalid("config.priority must be a 32-bit integer or null")
+        dead_letter = obj.get("dead_letter")
+        if dead_letter is not None and not isinstance(dead_letter, str):
+            raise invalid("config.dead_letter must be a string or null")
+        return TopicConfig(
+            type=type_,
+            ttl_ms=u64("ttl_ms", 0),
+            cap_records=u64("cap_records", 0),
+            cap_bytes=u64("cap_bytes", 0),
+            discard=discard,
+            durability=durability,
+            priority=priority,
+            auto_priority=boolean("auto_priority", True),
+            auto_create=boolean("auto_create", True),
+            idempotency_window_ms=u64("idempotency_window_ms", 120_000),
+            dedupe_node=boolean("dedupe_node", True),
+            lease_ms=min(max(u64("lease_ms", 30_000), LEASE_MS_MIN), LEASE_MS_MAX),
+            claim_jitter_ms=min(u64("claim_jitter_ms", 0), CLAIM_JITTER_MAX),
+            max_deliveries=u64("max_deliveries", 0),
+            dead_letter=dead_letter,
+            leases_durable=boolean("leases_durable", False),
+        )
+
+    @staticmethod
+    def from_json(raw: bytes) -> TopicConfig:
+        return TopicConfig.from_dict(orjson.loads(raw))
+
+
+@dataclass(frozen=True, slots=True)
+class Selector:
+    """A tag match predicate: `Eq` (exact) or `Glob` (prefix; `value` excludes the `*`)."""
+
+    op: Literal["Eq", "Glob"]
+    value: str
+
+    def matches(self, tag: str | None) -> bool:
+        if tag is None:
+            return False
+        return tag == self.value if self.op == "Eq" else tag.startswith(self.value)
+
+    def to_wire(self) -> list[str]:
+        """Canonical tuple form, e.g. `["tag","Glob","public:*"]`."""
+        return ["tag", self.op, self.value + "*" if self.op == "Glob" else self.value]
+
+    @staticmethod
+    def parse(obj: Any) -> Selector:
+        """Parse the API §5 predicate grammar; anything else is `invalid_request`."""
+        if isinstance(obj, str):
+            if obj.endswith("*"):
+                return Selector("Glob", obj[:-1])
+            return Selector("Eq", obj)
+        if (
+            isinstance(obj, list)
+            and len(obj) == 3
+            and obj[0] == "tag"
+            and obj[1] in ("Eq", "Glob")
+            and isinstance(obj[2], str)
+        ):
+            if obj[1] == "Eq":
+                return Selector("Eq", obj[2])
+            if not obj[2].endswith("*"):
+                raise invalid("a Glob match value must end with '*'")
+            return Selector("Glob", obj[2][:-1])
+        raise invalid('match must be ["tag","Eq",V], ["tag","Glob","P*"] or a string')
+
+
+def json_size(data_json: bytes, meta_json: bytes | None) -> int:
+    """bytes(record) of SEMANTICS §1.2."""
+    return len(data_json) + (len(meta_json) if meta_json is not None else 0)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIn:
+    """A record to append. `data_json`/`meta_json` are compact JSON (meta None = absent)."""
+
+    data_json: bytes
+    meta_json: bytes | None = None
+    node: str | None = None
+    tag: str | None = None
+
+    @staticmethod
+    def of(
+        data: Any, meta: Any = None, node: str | None = None, tag: str | None = None
+    ) -> RecordIn:
+        """Build from Python values (meta None = absent)."""
+        return RecordIn(orjson.dumps(data), None if meta is None else orjson.dumps(meta), node, tag)
+
+    @property
+    def size(self) -> int:
+        return json_size(self.data_json, self.meta_json)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """A committed record as read back."""
+
+    seq: int
+    ts: int
+    data_json: bytes
+    meta_json: bytes | None = None
+    node: str | None = None
+    tag: str | None = None
+
+    @property
+    def data(self) -> Any:
+        return orjson.loads(self.data_json)
+
+    @property
+    def meta(self) -> Any:
+        return None if self.meta_json is None else orjson.loads(self.meta_json)
+
+
+class TombstoneReason(StrEnum):
+    CAP = "cap"
+    TTL = "ttl"
+    MIXED = "mixed"
+    RECREATED = "recreated"
+    SOURCE_TRIM = "source_trim"
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    gap_from: int
+    gap_to: int
+    reason: TombstoneReason
+    missed_estimate: int
+    earliest_seq: int
+    head_seq: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gap_from": self.gap_from,
+            "gap_to": self.gap_to,
+            "reason": self.reason.value,
+            "missed_estimate": self.missed_estimate,
+            "earliest_seq": self.earliest_seq,
+            "head_seq": self.head_seq,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    topic: str
+    records: list[Record]
+    next_from_seq: int
+    head_seq: int
+    earliest_seq: int
+    tombstone: Tombstone | None
+    records_scanned: int
+    cold_segments_read: int = 0
+
+    @property
+    def caught_up(self) -> bool:
+        return self.next_from_seq == self.head_seq
+
+    @property
+    def lag(self) -> int:
+        return self.head_seq - self.next_from_seq
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    topic: str
+    first_seq: int
+    last_seq: int
+    seqs: list[int]
+    head_seq: int
+    count: int
+    created: bool
+    deduped: bool
+    wal_append_ms: float = 0.0
+    fsync_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteResult:
+    topic: str
+    deleted: int
+    earliest_seq: int
+    head_seq: int
+    count: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutTopicResult:
+    topic: str
+    created: bool
+    config: TopicConfig
+
+
+@dataclass(frozen=True, slots=True)
+class DropTopicResult:
+    topic: str
+    deleted: bool
+    routers_removed: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """Topic state as reported by GET /v0/topics/:topic and the list endpoint."""
+
+    topic: str
+    config: TopicConfig
+    head_seq: int
+    earliest_seq: int
+    count: int
+    bytes: int
+    effective_priority: int
+    last_write_ts: int | None
+    last_read_ts: int | None
+
+    @property
+    def next_seq(self) -> int:
+        return self.head_seq + 1

@@ -1,0 +1,214 @@
+"""The fixed read schema, its Arrow form, record → Arrow builders and sink column rules.
+
+Read schema (Kafka's fixed schema, seglog's fields):
+`topic string, seq bigint, ts timestamp, tag string, node string, data string, meta string`.
+`data` is the record's JSON text (JSON `null` is the text "null"), or, with `dataSchema`, a
+struct parsed from it (a record whose data does not fit the schema gets a null `data`, as
+Spark's `from_json` does in PERMISSIVE mode). `meta` is JSON text, or null when absent.
+
+Spark checks that every Arrow batch a reader yields *equals* the Arrow form of the Spark schema
+(`timestamp[us, tz=UTC]`, `string` not `large_string`), so the Arrow schema is always derived
+from the Spark schema with the same function Spark uses (`to_arrow_schema(..., timezone="UTC")`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import orjson
+import pyarrow as pa
+
+READ_COLUMNS = ("topic", "seq", "ts", "tag", "node", "data", "meta")
+SINK_COLUMNS = frozenset({"data", "tag", "node", "meta", "topic"})
+
+
+class SeglogSchemaError(ValueError):
+    """A DataFrame's columns do not fit what the seglog sink can write."""
+
+
+def read_schema_ddl(data_type: str | None = None) -> str:
+    return (
+        "topic string, seq bigint, ts timestamp, tag string, node string, "
+        f"data {data_type or 'string'}, meta string"
+    )
+
+
+def arrow_schema(spark_schema: Any) -> pa.Schema:
+    """The Arrow schema Spark expects for `spark_schema` (a pyspark StructType)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema: pa.Schema = to_arrow_schema(spark_schema, timezone="UTC")
+    return schema
+
+
+def data_is_text(schema: pa.Schema) -> bool:
+    return bool(pa.types.is_string(schema.field("data").type))
+
+
+def _data_array(values: Sequence[Any], typ: pa.DataType) -> pa.Array:
+    if pa.types.is_string(typ):
+        return pa.array(values, type=typ)
+    try:
+        return pa.array(values, type=typ)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+        fitted: list[Any] = []
+        for v in values:
+            try:
+                pa.array([v], type=typ)
+                fitted.append(v)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError):
+                fitted.append(None)
+        return pa.array(fitted, type=typ)
+
+
+def build_batch(
+    schema: pa.Schema,
+    topic: str,
+    seqs: Sequence[int],
+    ts_ms: Sequence[int],
+    tags: Sequence[str | None],
+    nodes: Sequence[str | None],
+    data: Sequence[Any],
+    metas: Sequence[str | None],
+) -> pa.RecordBatch:
+    """One Arrow batch in `schema`. `data` holds JSON texts when the data column is a string,
+    else decoded JSON values to fit into the data column's type."""
+    n = len(seqs)
+    ts_type = schema.field("ts").type
+    cols = [
+        pa.array([topic] * n, type=schema.field("topic").type),
+        pa.array(seqs, type=schema.field("seq").type),
+        pa.array([t * 1000 for t in ts_ms], type=pa.int64()).cast(ts_type),
+        pa.array(tags, type=schema.field("tag").type),
+        pa.array(nodes, type=schema.field("node").type),
+        _data_array(data, schema.field("data").type),
+        pa.array(metas, type=schema.field("meta").type),
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def json_text(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+# ---- sink ---------------------------------------------------------------------------------
+
+
+def validate_sink_columns(names: Sequence[str], topic_option: str | None) -> None:
+    """Refuse a DataFrame the sink cannot write faithfully: unknown columns are an error (never
+    silently dropped), `data` is required, and a topic comes from the option or a column."""
+    lowered = [n.lower() for n in names]
+    unknown = sorted(n for n in names if n.lower() not in SINK_COLUMNS)
+    if unknown:
+        raise SeglogSchemaError(
+            f"seglog sink: unknown column(s) {unknown}; allowed columns are data (required), "
+            "tag, node, meta, topic. Select or drop columns before writing."
+        )
+    if "data" not in lowered:
+        raise SeglogSchemaError("seglog sink: a 'data' column is required")
+    if topic_option is None and "topic" not in lowered:
+        raise SeglogSchemaError(
+            "seglog sink: no destination topic: set .option('topic', ...) or add a 'topic' column"
+        )
+    if len(set(lowered)) != len(lowered):
+        raise SeglogSchemaError(f"seglog sink: duplicate column names in {list(names)}")
+
+
+def _jsonable(typ: pa.DataType, value: Any) -> Any:
+    """A JSON-serializable form of one Arrow value of type `typ` (maps become objects)."""
+    if value is None:
+        return None
+    if pa.types.is_map(typ):
+        return {str(k): _jsonable(typ.item_type, v) for k, v in value}
+    if pa.types.is_struct(typ):
+        return {f.name: _jsonable(f.type, value.get(f.name)) for f in typ}
+    if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
+        return [_jsonable(typ.value_type, v) for v in value]
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    return value
+
+
+def _needs_walk(typ: pa.DataType) -> bool:
+    return not (
+        pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_integer(typ)
+        or pa.types.is_floating(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_null(typ)
+    )
+
+
+def column_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
+    values: list[Any] = col.to_pylist()
+    if _needs_walk(col.type):
+        return [_jsonable(col.type, v) for v in values]
+    return values
+
+
+def parse_json_column(name: str, values: Sequence[Any], parse: bool) -> list[Any]:
+    """Strings holding JSON text are parsed (`parse`); others pass through as values."""
+    if not parse:
+        return list(values)
+    out: list[Any] = []
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            try:
+                out.append(orjson.loads(v))
+            except orjson.JSONDecodeError:
+                raise SeglogSchemaError(
+                    f"seglog sink: column {name!r} row {i} is not valid JSON: {v[:80]!r}; "
+                    "use .option('dataFormat', 'text') to send strings as JSON strings"
+                ) from None
+        else:
+            out.append(v)
+    return out
+
+
+def batch_records(
+    batch: pa.RecordBatch, *, parse_data: bool, topic_option: str | None
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(topic, append-record) pairs in row order. The `topic` option wins over a column."""
+    names = {n.lower(): i for i, n in enumerate(batch.schema.names)}
+    n = batch.num_rows
+
+    def col(name: str) -> list[Any] | None:
+        i = names.get(name)
+        return None if i is None else column_values(batch.column(i))
+
+    raw_data = col("data")
+    assert raw_data is not None
+    data_is_str = pa.types.is_string(batch.column(names["data"]).type) or pa.types.is_large_string(
+        batch.column(names["data"]).type
+    )
+    data = parse_json_column("data", raw_data, parse_data and data_is_str)
+    metas = col("meta")
+    if metas is not None:
+        meta_is_str = pa.types.is_string(batch.column(names["meta"]).type)
+        metas = parse_json_column("meta", metas, meta_is_str)
+    tags, nodes, topics = col("tag"), col("node"), col("topic")
+    for i in range(n):
+        rec: dict[str, Any] = {"data": data[i]}
+        if tags is not None and tags[i] is not None:
+            rec["tag"] = str(tags[i])
+        if nodes is not None and nodes[i] is not None:
+            rec["node"] = str(nodes[i])
+        if metas is not None and metas[i] is not None:
+            rec["meta"] = metas[i]
+        topic = topic_option if topic_option is not None else (topics[i] if topics else None)
+        if topic is None:
+            raise SeglogSchemaError(
+                f"seglog sink: row {i} has a null topic and no topic option is set"
+            )
+        yield str(topic), rec

@@ -1,0 +1,193 @@
+"""The seglog sink (batch and streaming): Arrow batches → appends with idempotency keys.
+
+Each task cuts its rows into chunks (at most `writeBatchSize` records and `writeMaxBytes`
+bytes, one topic per chunk) and appends chunk `n` with the key
+- batch: `spark:{writeId}:{partitionId}:{n}` (`writeId` is fixed on the driver, so every task
+  attempt of one write uses the same keys), or
+- streaming: `spark:{queryId}:{batchId}:{partitionId}:{n}` (`queryId` survives restarts from
+  the same checkpoint), from the TaskContext local properties.
+A retried task or a replayed micro-batch re-sends the same chunks under the same keys and the
+server answers `deduped` instead of appending again. This holds only while (1) the task sees
+the same rows in the same order (true for the seglog source and file sources, not after a
+non-deterministic shuffle or from a non-replayable source), and (2) the retry arrives within
+the destination topic's `idempotency_window_ms` (default 2 minutes, and dedupe state does not
+survive a server restart).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from seglog.spark.options import DataFormat, SeglogOptionError, WriteOptions
+from seglog.spark.schema import batch_records, validate_sink_columns
+
+log = logging.getLogger("seglog.spark")
+
+
+def check_sink(schema: StructType, opts: WriteOptions, overwrite: bool) -> None:
+    if overwrite:
+        raise SeglogOptionError(
+            "mode: seglog topics are append-only; use mode('append') (overwrite is not supported)"
+        )
+    validate_sink_columns(schema.fieldNames(), opts.topic)
+
+
+Chunk = tuple[str, list[dict[str, Any]]]
+
+
+def chunk_records(
+    pairs: Iterable[tuple[str, dict[str, Any]]],
+    max_records: int,
+    max_bytes: int,
+    size_of: Callable[[dict[str, Any]], int],
+) -> Iterator[Chunk]:
+    """Cut (topic, record) pairs, in order, into single-topic chunks of at most `max_records`
+    records and `max_bytes` bytes (a record bigger than `max_bytes` travels alone). The cut
+    depends only on the input sequence, so a retry cuts the same chunks."""
+    topic: str | None = None
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for t, rec in pairs:
+        n = size_of(rec)
+        if chunk and (t != topic or len(chunk) >= max_records or size + n > max_bytes):
+            assert topic is not None
+            yield topic, chunk
+            chunk, size = [], 0
+        topic = t
+        chunk.append(rec)
+        size += n
+    if chunk:
+        assert topic is not None
+        yield topic, chunk
+
+
+def record_size(rec: dict[str, Any]) -> int:
+    return len(orjson.dumps(rec)) + 1
+
+
+@dataclass
+class WriteResult(WriterCommitMessage):  # type: ignore[misc]
+    partition_id: int
+    attempt: int
+    records: int = 0
+    chunks: int = 0
+    deduped_chunks: int = 0
+    ranges: list[tuple[str, int, int]] = field(default_factory=list)
+
+
+def write_partition(
+    client: Any,
+    batches: Iterable[pa.RecordBatch],
+    opts: WriteOptions,
+    key_prefix: str,
+    partition_id: int,
+    attempt: int,
+) -> WriteResult:
+    """Append every row of one task; chunk `n` carries key `{key_prefix}:{n}`."""
+    result = WriteResult(partition_id=partition_id, attempt=attempt)
+    parse = opts.data_format is DataFormat.JSON
+
+    def pairs() -> Iterator[tuple[str, dict[str, Any]]]:
+        for b in batches:
+            yield from batch_records(b, parse_data=parse, topic_option=opts.topic)
+
+    for n, (topic, chunk) in enumerate(
+        chunk_records(pairs(), opts.write_batch_size, opts.write_max_bytes, record_size)
+    ):
+        res = client.append(
+            topic,
+            chunk,
+            node=opts.node,
+            idempotency_key=f"{key_prefix}:{n}",
+            create=opts.create,
+            return_seqs=False,
+        )
+        result.chunks += 1
+        result.records += len(chunk)
+        if res.deduped:
+            result.deduped_chunks += 1
+        result.ranges.append((topic, int(res.first_seq), int(res.last_seq)))
+    return result
+
+
+def _task() -> tuple[Any, int, int]:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("seglog sink: write() must run inside a Spark task")
+    return ctx, int(ctx.partitionId()), int(ctx.attemptNumber())
+
+
+def _run(
+    opts: WriteOptions, batches: Iterator[pa.RecordBatch], prefix: str, pid: int, attempt: int
+) -> WriteResult:
+    from seglog.spark.online import close_client, open_client
+
+    client = open_client(opts.conn)
+    try:
+        return write_partition(client, batches, opts, prefix, pid, attempt)
+    finally:
+        close_client(client)
+
+
+def _summary(messages: Iterable[WriterCommitMessage | None]) -> str:
+    ok = [m for m in messages if isinstance(m, WriteResult)]
+    recs = sum(m.records for m in ok)
+    dd = sum(m.deduped_chunks for m in ok)
+    ch = sum(m.chunks for m in ok)
+    return f"{len(ok)} tasks, {recs} records in {ch} chunks ({dd} chunks deduplicated)"
+
+
+class SeglogBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    def __init__(self, opts: WriteOptions, write_id: str) -> None:
+        self.opts = opts
+        self.write_id = write_id  # made once on the driver: the same in every task attempt
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        _, pid, attempt = _task()
+        return _run(self.opts, iterator, f"spark:{self.write_id}:{pid}", pid, attempt)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.info("seglog write %s committed: %s", self.write_id, _summary(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        log.warning(
+            "seglog write %s aborted after %s; appended records stay (topics are append-only)",
+            self.write_id,
+            _summary(messages),
+        )
+
+
+class SeglogStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    def __init__(self, opts: WriteOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
+        ctx, pid, attempt = _task()
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId")
+        if not query_id or batch_id is None:
+            raise RuntimeError(
+                "seglog stream sink: the task has no streaming query id / batch id; "
+                "write streams with writeStream only"
+            )
+        return _run(self.opts, iterator, f"spark:{query_id}:{batch_id}:{pid}", pid, attempt)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.info("seglog stream batch %s committed: %s", batchId, _summary(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        log.warning("seglog stream batch %s aborted after %s", batchId, _summary(messages))

@@ -1,0 +1,219 @@
+"""The filesystem seam: every disk call the storage layer makes goes through `Fs`/`File`.
+
+Why a seam: crash and fault tests swap `RealFs` for a twin (`tests/support/faultfs.py`)
+that keeps an in-memory image with a *durable* copy per file and per directory, tears
+writes, fails writes or fsyncs with EIO, and can "stop the world" after any single
+mutating call. Nothing in `seglog.storage` may call `os`/`open`/`mmap` directly.
+
+Durability model the seam promises (and the twin enforces):
+- `File.write_at` data is durable only after `File.sync()` (fdatasync) on that file.
+- A file's *existence* (creation, rename, unlink) is durable only after `Fs.fsync_dir()`
+  of its parent directory.
+- `File.write_at` may write fewer bytes than asked; callers loop (`write_all_at`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import mmap
+import os
+import shutil
+from pathlib import Path
+from typing import Protocol
+
+
+class File(Protocol):
+    path: Path
+
+    def write_at(self, data: bytes | memoryview, offset: int) -> int:
+        """Write at `offset`; returns bytes written (may be short)."""
+        ...
+
+    def read_at(self, size: int, offset: int) -> bytes: ...
+
+    def sync(self) -> None:
+        """fdatasync: make written data durable."""
+        ...
+
+    def truncate(self, size: int) -> None: ...
+
+    def size(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+class Fs(Protocol):
+    def open(self, path: Path, *, create: bool = False) -> File:
+        """Open read-write (create if asked and absent)."""
+        ...
+
+    def exists(self, path: Path) -> bool: ...
+
+    def is_dir(self, path: Path) -> bool: ...
+
+    def listdir(self, path: Path) -> list[str]:
+        """Names in a directory (unsorted); [] if it does not exist."""
+        ...
+
+    def mkdir(self, path: Path) -> None:
+        """Create a directory and missing parents (no-op if it exists)."""
+        ...
+
+    def rename(self, src: Path, dst: Path) -> None:
+        """Atomic rename, replacing `dst`."""
+        ...
+
+    def unlink(self, path: Path) -> None:
+        """Remove a file (no error if absent)."""
+        ...
+
+    def rmtree(self, path: Path) -> None:
+        """Remove a directory tree (no error if absent)."""
+        ...
+
+    def fsync_dir(self, path: Path) -> None:
+        """Make creations/renames/unlinks in `path` durable."""
+        ...
+
+    def read_file(self, path: Path) -> bytes:
+        """Whole-file read."""
+        ...
+
+    def map_file(self, path: Path) -> bytes | mmap.mmap:
+        """Read-only view of a whole (immutable) file; mmap on real disks."""
+        ...
+
+    def file_size(self, path: Path) -> int: ...
+
+    def lock(self, path: Path, content: bytes) -> object:
+        """Take an exclusive non-blocking lock on `path`; raises `BlockingIOError` if held.
+        Returns a handle; pass it to `unlock`."""
+        ...
+
+    def unlock(self, handle: object) -> None: ...
+
+
+def write_all_at(f: File, data: bytes | memoryview, offset: int) -> None:
+    """Write every byte, looping over short writes."""
+    view = memoryview(data)
+    while view:
+        n = f.write_at(view, offset)
+        if n <= 0:
+            raise OSError(errno.EIO, f"write to {f.path} made no progress")
+        view = view[n:]
+        offset += n
+
+
+def write_file_durably(fs: Fs, path: Path, data: bytes) -> None:
+    """tmp → write → fsync → rename over `path` → fsync the directory."""
+    tmp = path.with_name(path.name + ".tmp")
+    f = fs.open(tmp, create=True)
+    try:
+        f.truncate(0)
+        write_all_at(f, data, 0)
+        f.sync()
+    finally:
+        f.close()
+    fs.rename(tmp, path)
+    fs.fsync_dir(path.parent)
+
+
+class RealFile:
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self._fd = fd
+
+    def write_at(self, data: bytes | memoryview, offset: int) -> int:
+        return os.pwrite(self._fd, data, offset)
+
+    def read_at(self, size: int, offset: int) -> bytes:
+        return os.pread(self._fd, size, offset)
+
+    def sync(self) -> None:
+        os.fdatasync(self._fd)
+
+    def truncate(self, size: int) -> None:
+        os.ftruncate(self._fd, size)
+
+    def size(self) -> int:
+        return os.fstat(self._fd).st_size
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+class RealFs:
+    """The production filesystem."""
+
+    def open(self, path: Path, *, create: bool = False) -> File:
+        flags = os.O_RDWR | (os.O_CREAT if create else 0) | getattr(os, "O_CLOEXEC", 0)
+        return RealFile(path, os.open(path, flags, 0o644))
+
+    def exists(self, path: Path) -> bool:
+        return path.exists()
+
+    def is_dir(self, path: Path) -> bool:
+        return path.is_dir()
+
+    def listdir(self, path: Path) -> list[str]:
+        try:
+            return os.listdir(path)
+        except FileNotFoundError:
+            return []
+
+    def mkdir(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: Path) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+    def rmtree(self, path: Path) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+
+    def fsync_dir(self, path: Path) -> None:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def read_file(self, path: Path) -> bytes:
+        with open(path, "rb") as fh:
+            return fh.read()
+
+    def map_file(self, path: Path) -> bytes | mmap.mmap:
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+    def file_size(self, path: Path) -> int:
+        return path.stat().st_size
+
+    def lock(self, path: Path, content: bytes) -> object:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise BlockingIOError(errno.EWOULDBLOCK, f"{path} is locked") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, content, 0)
+        return fd
+
+    def unlock(self, handle: object) -> None:
+        assert isinstance(handle, int)
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle, fcntl.LOCK_UN)
+            os.close(handle)

@@ -1,0 +1,200 @@
+"""Segment `.data`/`.idx` formats (STORAGE §4.2, §4.3): round trip, exact bytes, corruption."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.core.segment_format import (
+    DEL_FLAG,
+    IDX_ENTRY_SIZE,
+    SegmentCorruption,
+    SegmentRecord,
+    decode_frame,
+    decode_frame_at,
+    encode_segment,
+    idx_lookup,
+    idx_view,
+    iter_frames,
+    scan_del_flags,
+    ts_search,
+)
+
+U64 = 2**64 - 1
+
+names = st.none() | st.text(max_size=12)
+
+
+@st.composite
+def segments(draw: st.DrawFn) -> tuple[list[SegmentRecord], int]:
+    n = draw(st.integers(1, 12))
+    first = draw(st.integers(0, U64 - n))
+    recs = [
+        SegmentRecord(
+            first + i,
+            draw(st.integers(0, U64)),
+            draw(names),
+            draw(names),
+            draw(st.binary(max_size=64)),
+            draw(st.booleans()),
+        )
+        for i in range(n)
+    ]
+    return recs, first
+
+
+@settings(max_examples=200, derandomize=True, database=None)
+@given(segments())
+def test_round_trip(seg: tuple[list[SegmentRecord], int]) -> None:
+    recs, first = seg
+    data, idx_bytes = encode_segment(recs, first)
+    assert len(idx_bytes) == IDX_ENTRY_SIZE * len(recs)
+    assert list(iter_frames(data, first)) == recs
+    idx = idx_view(idx_bytes)
+    assert scan_del_flags(data, first) == ([r.seq for r in recs if r.deleted], len(recs))
+    end = 0
+    for i, r in enumerate(recs):
+        offset, length = idx_lookup(idx, first, r.seq)
+        assert offset == end
+        rec, end = decode_frame(data, offset, r.seq)
+        assert rec == r == decode_frame_at(memoryview(data), offset)
+        assert end - offset == length
+        assert int(idx[i]["ts"]) == r.ts
+        assert int(idx[i]["flags"]) == (r.tag is not None) | (r.node is not None) << 1
+    assert end == len(data)
+
+
+def test_hand_computed_frame_and_index_entry() -> None:
+    rec = SegmentRecord(7, 0x0102030405060708, "n", "tg", b'{"d":1}', False)
+    data, idx = encode_segment([rec], 7)
+    body = bytes.fromhex(
+        "03"  # flags: has_tag | has_node
+        "0700000000000000"  # seq
+        "0807060504030201"  # ts
+        "0100" "0200" "07000000"  # node_len, tag_len, data_len
+        "6e" "7467" "7b2264223a317d"  # "n", "tg", {"d":1}
+    )  # fmt: skip
+    checksum = xxhash.xxh3_64_intdigest(body)
+    assert data == bytes.fromhex("2c000000") + body + struct.pack("<Q", checksum) + b"\x00"
+    assert len(data) == 4 + 0x2C
+    # offset, len = 4 + frame_len, ts, flags, pad
+    assert idx == bytes.fromhex(
+        "00000000" "30000000" "0807060504030201" "03" "000000"
+    )  # fmt: skip
+
+
+def test_deleted_hole_without_node_or_tag() -> None:
+    data, idx = encode_segment([SegmentRecord(1, 5, None, None, b'{"d":null}', True)], 1)
+    assert data[4] == 0 and data[-1] == DEL_FLAG
+    assert data[21:25] == b"\x00\x00\x00\x00"  # node_len, tag_len
+    assert idx[16] == 0
+    assert decode_frame_at(data, 0).deleted
+
+
+def _two_frames() -> tuple[bytes, int]:
+    recs = [
+        SegmentRecord(41, 1000, "node-a", "t", b'{"d":{"x":1},"m":{"k":"v"}}', False),
+        SegmentRecord(42, 1001, None, None, b'{"d":2}', False),
+    ]
+    data, _ = encode_segment(recs, 41)
+    return data, 4 + struct.unpack_from("<I", data)[0]
+
+
+@pytest.mark.parametrize("mask", [0x01, 0x80, 0xFF])
+def test_every_byte_but_del_flag_is_covered(mask: int) -> None:
+    data, first_len = _two_frames()
+    for pos in range(first_len - 1):
+        bad = bytearray(data)
+        bad[pos] ^= mask
+        with pytest.raises(SegmentCorruption):
+            decode_frame_at(bytes(bad), 0, 41)
+        with pytest.raises(SegmentCorruption):
+            list(iter_frames(bytes(bad), 41))
+        with pytest.raises(SegmentCorruption):
+            scan_del_flags(bytes(bad), 41)
+
+
+@pytest.mark.parametrize("flag", [0x00, 0x01, 0x7F, 0xD4, 0xD5, 0xFF])
+def test_del_flag_never_breaks_the_checksum(flag: int) -> None:
+    data, first_len = _two_frames()
+    bad = bytearray(data)
+    bad[first_len - 1] = flag
+    rec = decode_frame_at(bytes(bad), 0, 41)
+    assert rec.deleted is (flag == DEL_FLAG)
+    assert scan_del_flags(bytes(bad), 41) == ([41] if flag == DEL_FLAG else [], 2)
+
+
+def test_corruption_message_names_seq_and_offset() -> None:
+    data, first_len = _two_frames()
+    bad = bytearray(data)
+    bad[first_len + 30] ^= 1  # inside the second frame's node/tag/data
+    with pytest.raises(SegmentCorruption, match=rf"seq 42 .*offset {first_len}"):
+        list(iter_frames(bytes(bad), 41))
+
+
+def test_truncated_and_misplaced_frames_are_corruption() -> None:
+    data, first_len = _two_frames()
+    for cut in (1, 3, 4, 20, first_len - 1, first_len + 2, len(data) - 1):
+        with pytest.raises(SegmentCorruption):
+            list(iter_frames(data[:cut], 41))
+    with pytest.raises(SegmentCorruption, match="holds seq 41"):
+        decode_frame_at(data, 0, 40)
+    with pytest.raises(SegmentCorruption):
+        decode_frame_at(data, 7)
+    with pytest.raises(SegmentCorruption):
+        decode_frame_at(data, len(data))
+
+
+def test_encode_rejects_bad_input() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        encode_segment([], 1)
+    with pytest.raises(ValueError, match="contiguous"):
+        encode_segment([SegmentRecord(2, 0, None, None, b"{}", False)], 1)
+    with pytest.raises(ValueError, match="out of range"):
+        encode_segment([SegmentRecord(1, 0, "x" * 70_000, None, b"{}", False)], 1)
+    with pytest.raises(ValueError, match="out of range"):
+        encode_segment([SegmentRecord(1, -1, None, None, b"{}", False)], 1)
+
+
+def test_idx_lookup_and_view_bounds() -> None:
+    recs = [SegmentRecord(10 + i, i, None, None, b"{}", False) for i in range(3)]
+    _, idx_bytes = encode_segment(recs, 10)
+    idx = idx_view(idx_bytes)
+    assert idx.dtype.itemsize == IDX_ENTRY_SIZE
+    assert idx_lookup(idx, 10, 12) == (2 * 40, 40)  # 4 + (34 + len(b"{}"))
+    for seq in (9, 13):
+        with pytest.raises(IndexError):
+            idx_lookup(idx, 10, seq)
+    with pytest.raises(SegmentCorruption, match="multiple of 20"):
+        idx_view(idx_bytes[:-1])
+
+
+def _idx_with_ts(ts: list[int]) -> np.ndarray:
+    recs = [SegmentRecord(1 + i, t, None, None, b"{}", False) for i, t in enumerate(ts)]
+    return idx_view(encode_segment(recs, 1)[1])
+
+
+@pytest.mark.parametrize(
+    ("ts", "target", "expected"),
+    [
+        ([10, 20, 20, 30], 0, 0),
+        ([10, 20, 20, 30], 10, 0),
+        ([10, 20, 20, 30], 11, 1),
+        ([10, 20, 20, 30], 20, 1),
+        ([10, 20, 20, 30], 30, 3),
+        ([10, 20, 20, 30], 31, 4),
+        ([10, 20, 20, 30], U64 + 5, 4),
+        ([10, 0, 5, 30, 25, 40], 20, 3),  # a hole with ts 0 / a clock step back
+        ([10, 0, 5, 30, 25, 40], 26, 3),
+        ([10, 0, 5, 30, 25, 40], 31, 5),
+        ([U64], U64, 0),
+    ],
+)
+def test_ts_search_first_entry_at_or_after(ts: list[int], target: int, expected: int) -> None:
+    assert ts_search(_idx_with_ts(ts), target) == expected
+    assert expected == next((i for i, t in enumerate(ts) if t >= target), len(ts))

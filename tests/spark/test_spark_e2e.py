@@ -1,0 +1,270 @@
+"""The connector end to end: real seglog servers (subprocesses), one local SparkSession.
+
+Each test uses its own topics on the shared server (or its own server where it must stop it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests.spark.conftest import ServerProc
+
+pytestmark = pytest.mark.spark
+
+Row = tuple[str, int, int, str | None, str | None, Any, Any]
+
+
+def make_records(n: int, offset: int = 0) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for i in range(offset, offset + n):
+        rec: dict[str, Any] = {
+            "data": {"i": i, "page": f"/p{i % 7}", "user": f"u{i % 5}"},
+            "tag": f"tag{i % 3}",
+        }
+        if i % 2:
+            rec["meta"] = {"trace": f"tr{i}"}
+        if i % 4 == 0:
+            rec["node"] = "node-a"
+        out.append(rec)
+    return out
+
+
+def append(
+    client: Any, topic: str, records: list[dict[str, Any]], config: dict[str, Any] | None = None
+) -> None:
+    for i in range(0, len(records), 5000):
+        client.append(topic, records[i : i + 5000], config=config, return_seqs=False)
+
+
+def http_rows(client: Any, topic: str) -> list[Row]:
+    """Everything live in `topic`, straight from the diff API."""
+    rows: list[Row] = []
+    cursor = 0
+    while True:
+        res = client.diff(topic, cursor, limit=1000, include_tags=True, include_meta=True)
+        rows += [(topic, r.seq, r.ts, r.tag, r.node, r.data, r.meta) for r in res.records]
+        if res.caught_up or res.next_from_seq <= cursor:
+            return rows
+        cursor = res.next_from_seq
+
+
+def spark_rows(df: Any) -> list[Row]:
+    got = df.selectExpr(
+        "topic", "seq", "unix_millis(ts) AS ts", "tag", "node", "data", "meta"
+    ).collect()
+    return sorted(
+        (
+            r.topic,
+            r.seq,
+            r.ts,
+            r.tag,
+            r.node,
+            orjson.loads(r.data),
+            None if r.meta is None else orjson.loads(r.meta),
+        )
+        for r in got
+    )
+
+
+def seglog_read(spark: Any, url: str, **opts: Any) -> Any:
+    reader = spark.read.format("seglog").option("url", url)
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def test_batch_read_equals_http_api(spark: Any, server: ServerProc) -> None:
+    c = server.client()
+    append(c, "br.a", make_records(2500))
+    append(c, "br.b", make_records(700, offset=10_000))
+    df = seglog_read(spark, server.url, topicPrefix="br.", maxRecordsPerPartition=1000)
+    assert df.rdd.getNumPartitions() == 4  # 1000+1000+500 and 700
+    assert spark_rows(df) == sorted(http_rows(c, "br.a") + http_rows(c, "br.b"))
+
+    # explicit [start, end) seqs, minPartitions, a parsed data schema, and a timestamp start
+    part = seglog_read(
+        spark,
+        server.url,
+        topics="br.a",
+        startingSeqs='{"br.a": 101}',
+        endingSeqs='{"br.a": 201}',
+        minPartitions=3,
+        dataSchema="i int, page string",
+    )
+    assert part.rdd.getNumPartitions() == 3
+    got = part.selectExpr("seq", "data.i AS i").orderBy("seq").collect()
+    assert [r.seq for r in got] == list(range(101, 201))
+    assert [r.i for r in got] == list(range(100, 200))
+    ts_1500 = http_rows(c, "br.a")[1499][2]
+    since = seglog_read(spark, server.url, topics="br.a", startingTimestamp=ts_1500)
+    seqs = [r.seq for r in since.select("seq").collect()]
+    assert min(seqs) <= 1500 and max(seqs) == 2500
+    assert seglog_read(spark, server.url, topics="br.b", startingSeqs="latest").count() == 0
+
+    # register() turns on pushdown: seq/topic filters shrink the plan to what they select
+    from seglog.spark import register
+
+    register(spark)
+    tail = seglog_read(spark, server.url, topicPrefix="br.", maxRecordsPerPartition=1000).where(
+        "seq > 2400 AND topic = 'br.a'"
+    )
+    assert tail.rdd.getNumPartitions() == 1
+    assert [r.seq for r in tail.select("seq").collect()] == list(range(2401, 2501))
+
+
+def _run_available_now(
+    spark: Any, url: str, topic: str, ckpt: Path, sink: Callable[[Any, int], None], **opts: Any
+) -> None:
+    reader = spark.readStream.format("seglog").option("url", url).option("topics", topic)
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    q = (
+        reader.load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        q.awaitTermination(120)
+    finally:
+        q.stop()
+
+
+def test_stream_three_batches_with_restart(spark: Any, server: ServerProc, tmp_path: Path) -> None:
+    c = server.client()
+    append(c, "st.clicks", make_records(20))
+    batches: list[tuple[int, list[int]]] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        batches.append((batch_id, sorted(r.seq for r in df.select("seq").collect())))
+
+    ckpt = tmp_path / "ckpt"
+    opts = {"startingSeqs": "earliest", "maxRecordsPerTrigger": 10}
+    _run_available_now(spark, server.url, "st.clicks", ckpt, collect, **opts)
+    assert batches == [(0, list(range(1, 11))), (1, list(range(11, 21)))]
+    append(c, "st.clicks", make_records(10, offset=20))
+    # a new query object on the same checkpoint = a restart; startingSeqs no longer applies
+    _run_available_now(spark, server.url, "st.clicks", ckpt, collect, **opts)
+    assert batches[2:] == [(2, list(range(21, 31)))]
+    seqs = [s for _, b in batches for s in b]
+    assert seqs == list(range(1, 31))
+
+
+def test_data_loss_on_capped_topic(spark: Any, server: ServerProc, tmp_path: Path) -> None:
+    c = server.client()
+    topic = "dl.capped"
+    c.put_topic(topic, config={"cap_records": 10})
+    append(c, topic, make_records(10))
+    seen: list[int] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        seen.extend(r.seq for r in df.select("seq").collect())
+
+    ckpt = tmp_path / "ckpt"
+    _run_available_now(spark, server.url, topic, ckpt, collect, startingSeqs="earliest")
+    assert seen == list(range(1, 11))
+    append(c, topic, make_records(25, offset=10))  # head 35, cap 10: seqs 11..25 evicted unread
+    with pytest.raises(Exception, match=r"seqs 11\.\.25 \(15 records\) were removed \(cap\)"):
+        _run_available_now(spark, server.url, topic, ckpt, collect)
+    assert seen == list(range(1, 11))
+    _run_available_now(spark, server.url, topic, ckpt, collect, failOnDataLoss="false")
+    assert seen == list(range(1, 11)) + list(range(26, 36))
+
+    with pytest.raises(Exception, match="seglog data loss"):
+        seglog_read(spark, server.url, topics=topic, startingSeqs='{"dl.capped": 1}').collect()
+    lenient = seglog_read(
+        spark, server.url, topics=topic, startingSeqs='{"dl.capped": 1}', failOnDataLoss="false"
+    )
+    assert sorted(r.seq for r in lenient.select("seq").collect()) == list(range(26, 36))
+
+
+def test_offline_read_equals_online(spark: Any, server_factory: Callable[..., ServerProc]) -> None:
+    srv = server_factory({"SEGLOG_SEGMENT_MAX_EVENTS": "100"})
+    c = srv.client()
+    c.put_topic("off.a", config={"cap_records": 700})
+    append(c, "off.a", make_records(1000))
+    append(c, "off.b", make_records(300, offset=5000))
+    # one more record each seals the last full segment and stays in the unsealed tail
+    append(c, "off.a", make_records(1, offset=9999))
+    append(c, "off.b", make_records(1, offset=9999))
+    import httpx  # the tag delete flips del_flag in sealed segments (SEMANTICS §7)
+
+    r = httpx.post(
+        f"{srv.url}/v0/topics/off.a/delete", json={"match": ["tag", "Eq", "tag1"]}, timeout=30
+    )
+    assert r.status_code == 200 and r.json()["deleted"] > 200
+    online = spark_rows(seglog_read(spark, srv.url, topicPrefix="off."))
+    sealed = [r for r in online if (r[0], r[1]) not in (("off.a", 1001), ("off.b", 301))]
+    assert len(sealed) == 699 - 233 + 300  # cap 700 over head 1001 leaves 302..1000, less tag1
+    srv.stop()
+    assert srv.proc.returncode == 0
+
+    df = (
+        spark.read.format("seglog")
+        .option("path", str(srv.data_dir))
+        .option("topicPrefix", "off.")
+        .load()
+    )
+    assert df.rdd.getNumPartitions() == 7 + 3  # one per sealed segment holding live records
+    assert spark_rows(df) == sealed
+    only_b = spark.read.format("seglog_files").option("topics", "off.b").load(str(srv.data_dir))
+    assert spark_rows(only_b) == [r for r in sealed if r[0] == "off.b"]
+
+
+def test_sink_idempotent_under_task_retry(spark: Any, server: ServerProc, tmp_path: Path) -> None:
+    from pyspark.sql import functions as F
+
+    c = server.client()
+    marker = tmp_path / "attempt0-failed"
+    url, dest = server.url, "sink.dest"
+
+    def tag_or_die(i: int) -> str:
+        """Partition 0, attempt 0, row 300: wait until the sink has appended a chunk of the
+        rows before it, then die, so the retry re-sends chunks that already landed."""
+        import httpx
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if i == 300 and ctx is not None and ctx.partitionId() == 0 and ctx.attemptNumber() == 0:
+            head, deadline = 0, time.monotonic() + 30
+            while head < 100 and time.monotonic() < deadline:
+                r = httpx.get(f"{url}/v0/topics/{dest}?touch=false", timeout=5)
+                head = r.json()["head_seq"] if r.status_code == 200 else 0
+                time.sleep(0.05)
+            marker.write_text(str(head))
+            raise RuntimeError("injected task failure after the first chunks were written")
+        return f"k{i}"
+
+    n = 1200
+    tag = F.udf(tag_or_die, "string", useArrow=False)
+    src = spark.range(0, n, numPartitions=3).select(
+        F.to_json(F.struct(F.col("id").alias("id"))).alias("data"), tag(F.col("id")).alias("tag")
+    )
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "200")
+    try:
+        src.write.format("seglog").option("url", url).option("topic", dest).option(
+            "writeBatchSize", 100
+        ).mode("append").save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert marker.exists(), "the first attempt of partition 0 did not fail as planned"
+    assert int(marker.read_text()) >= 100, "the sink had appended nothing before the failure"
+    rows = http_rows(c, dest)
+    ids = [r[5]["id"] for r in rows]
+    assert len(ids) == n and sorted(ids) == list(range(n)), (
+        "a retried task duplicated or lost records"
+    )
+    assert c.get_topic(dest).head_seq == n
+
+    bad = spark.createDataFrame([("{}", 1)], "data string, extra int")
+    with pytest.raises(Exception, match="unknown column"):
+        bad.write.format("seglog").option("url", url).option("topic", dest).mode("append").save()
+    with pytest.raises(Exception, match="append-only"):
+        src.write.format("seglog").option("url", url).option("topic", dest).mode("overwrite").save()
