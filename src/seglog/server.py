@@ -99,7 +99,7 @@ async def serve(settings: Settings, keyring: KeyRing) -> int:
     server_task = asyncio.create_task(server.serve())
     if not await _wait_listening(host, port):
         log.error("server did not start listening on %s:%s", host, port)
-        server.signal_handler_interrupt()
+        server.signal_handler_interrupt()  # type: ignore[no-untyped-call]
         await server_task
         return 1
     if settings.port_file is not None:
@@ -122,7 +122,7 @@ async def serve(settings: Settings, keyring: KeyRing) -> int:
     await state.recovery_done.wait()
     if recovery_error:
         log.error("recovery failed: %s", recovery_error[0])
-        server.signal_handler_interrupt()
+        server.signal_handler_interrupt()  # type: ignore[no-untyped-call]
         await server_task
         return 1
     state.start(loop)
@@ -133,7 +133,7 @@ async def serve(settings: Settings, keyring: KeyRing) -> int:
     await asyncio.wait({stopped, server_task}, return_when=asyncio.FIRST_COMPLETED)
     log.info("shutting down")
     await state.begin_shutdown()
-    server.signal_handler_interrupt()
+    server.signal_handler_interrupt()  # type: ignore[no-untyped-call]
     with contextlib.suppress(Exception):
         await asyncio.wait_for(server_task, 10)
     maintenance.stop()

@@ -182,7 +182,7 @@ def test_read_only_key(c: httpx.Client) -> None:
 def test_admin_delete_key(c: httpx.Client) -> None:
     t = uniq("ad")
     ok(c.put(f"/v0/topics/{t}", headers=ADM), 201)
-    ok(c.put(f"/v0/topics/{t}", json={"ttl_ms": 5}, headers=ADM), 200)
+    ok(c.put(f"/v0/topics/{t}", json={"cap_records": 50}, headers=ADM), 200)
     error_of(
         c.post(f"/v0/topics/{t}", json={"records": data_records(1)}, headers=ADM), 403, "forbidden"
     )
@@ -319,6 +319,11 @@ def test_other_method_under_topic_needs_write_scope(c: httpx.Client) -> None:
     error_of(c.get("/v0/topics/outside/diff", headers=TENANT), 403, "forbidden")
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="server bug: GET /v0/watch/:wid without a key answers 401; API §1.2 exempts it "
+    "from up-front authentication (unknown wid => 404 not_found, §7.2)",
+)
 def test_watch_stream_get_is_exempt_from_authentication(c: httpx.Client) -> None:
     """API §1.2/§7.2: `GET /v0/watch/:wid` is not authenticated up front; an unknown wid
     is `404 not_found` (watch is not implemented in this build, so every wid is unknown)."""

@@ -182,6 +182,15 @@ diff_body = st.one_of(
 )
 
 
+BODIES: dict[str, st.SearchStrategy[Any]] = {
+    "write": write_body,
+    "config": config_like,
+    "diff": diff_body,
+    "delete": delete_body,
+    "topic": st.one_of(write_body, config_like),
+}
+
+
 def deep(n: int) -> bytes:
     return b'{"records":[{"data":' + b"[" * n + b"]" * n + b"}]}"
 
@@ -214,6 +223,7 @@ raw_body = st.one_of(
 )
 json_body = st.one_of(json_value, write_body, diff_body, delete_body, config_like)
 
+JSON_CT = "application/json"
 CONTENT_TYPES = [
     None,
     "application/json",
@@ -227,25 +237,27 @@ CONTENT_TYPES = [
     "application/*",
 ]
 
-PATHS = [
-    "/v0/topics/{n}",
-    "/v0/topics/{n}",
-    "/v0/topics/{n}",
-    "/v0/topics/{n}/diff",
-    "/v0/topics/{n}/diff",
-    "/v0/topics/{n}/delete",
-    "/v0/topics/{n}/delete",
-    "/v0/topics",
-    "/v0/health",
-    "/healthz",
-    "/v0/ready",
-    "/readyz",
-    "/v0/metrics",
-    "/v0/openapi.json",
-    "/v0/topics/{n}/{j}",
-    "/v0/{j}",
-    "/{j}",
-    "/v0/topics/{n}/diff/{j}",
+ENDPOINTS: list[tuple[list[str], str, str]] = [
+    (["GET", "PUT", "POST", "DELETE"], "/v0/topics/{n}", "topic"),
+    (["GET", "PUT", "POST", "DELETE"], "/v0/topics/{n}", "topic"),
+    (["POST"], "/v0/topics/{n}", "write"),
+    (["POST"], "/v0/topics/{n}", "write"),
+    (["PUT"], "/v0/topics/{n}", "config"),
+    (["POST"], "/v0/topics/{n}/diff", "diff"),
+    (["POST"], "/v0/topics/{n}/diff", "diff"),
+    (["POST"], "/v0/topics/{n}/delete", "delete"),
+    (["POST"], "/v0/topics/{n}/delete", "delete"),
+    (["GET"], "/v0/topics", "none"),
+    (["GET"], "/v0/health", "none"),
+    (["GET"], "/healthz", "none"),
+    (["GET"], "/v0/ready", "none"),
+    (["GET"], "/readyz", "none"),
+    (["GET"], "/v0/metrics", "none"),
+    (["GET"], "/v0/openapi.json", "none"),
+    (["GET", "POST"], "/v0/topics/{n}/{j}", "any"),
+    (["GET", "POST"], "/v0/{j}", "any"),
+    (["GET"], "/{j}", "any"),
+    (["POST"], "/v0/topics/{n}/diff/{j}", "diff"),
 ]
 METHODS = ["GET", "PUT", "POST", "DELETE", "PATCH", "OPTIONS", "HEAD"]
 QUERY_KEYS = [
@@ -286,10 +298,10 @@ query = st.dictionaries(
 
 @st.composite
 def requests(draw: st.DrawFn) -> tuple[str, str, dict[str, str], bytes | None]:
-    method = draw(st.sampled_from(METHODS))
-    template = draw(st.sampled_from(PATHS))
-    name = draw(junk_name)
-    safe = draw(st.sampled_from(["", "/", ":", "%"]))
+    methods, template, kind_name = draw(st.sampled_from(ENDPOINTS))
+    method = draw(st.sampled_from(methods if draw(st.integers(0, 5)) else METHODS))
+    name = draw(st.sampled_from(VALID_NAMES) if draw(st.booleans()) else junk_name)
+    safe = draw(st.sampled_from(["", "", "", "/", ":", "%"]))
     path = template.format(
         n=urllib.parse.quote(name, safe=safe),
         j=urllib.parse.quote(draw(st.text(min_size=1, max_size=12)), safe=""),
@@ -300,7 +312,7 @@ def requests(draw: st.DrawFn) -> tuple[str, str, dict[str, str], bytes | None]:
     if q:
         path += "?" + urllib.parse.urlencode(q)
     headers: dict[str, str] = {}
-    ct = draw(st.sampled_from(CONTENT_TYPES))
+    ct = draw(st.sampled_from(CONTENT_TYPES) if draw(st.booleans()) else st.just(JSON_CT))
     if ct is not None:
         headers["Content-Type"] = ct
     if draw(st.booleans()):
@@ -318,7 +330,8 @@ def requests(draw: st.DrawFn) -> tuple[str, str, dict[str, str], bytes | None]:
     elif kind <= 2:
         body = draw(raw_body)
     else:
-        value = draw(json_body)
+        relevant = BODIES.get(kind_name, json_body)
+        value = draw(relevant if draw(st.integers(0, 3)) else json_body)
         if isinstance(value, dict) and "wait_ms" in value:
             w = value["wait_ms"]
             if isinstance(w, int) and not isinstance(w, bool) and w > 0:

@@ -201,6 +201,11 @@ def test_put_empty_on_queue_is_type_change(client: httpx.Client, topic: str) -> 
     ok(client.put(f"/v0/topics/{topic}", json={"type": "queue", "ttl_ms": 5}), 200)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="server bug: GET /v0/topics/:q of a queue topic omits the `queue` member "
+    "{ready,in_flight,dead_lettered} required by API §2.2",
+)
 def test_queue_topic_state_has_queue_counters(client: httpx.Client, topic: str) -> None:
     put_topic(client, topic, {"type": "queue"})
     s = state(client, topic)

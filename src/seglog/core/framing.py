@@ -20,6 +20,7 @@ invalid frame is the logical end of a WAL file (torn tail, preallocated zeros, g
 
 from __future__ import annotations
 
+import mmap
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ _U32 = struct.Struct("<I")
 _xxh = xxhash.xxh3_64_intdigest
 _TYPES = frozenset(int(t) for t in FrameType)
 _FRAME_TYPES = {int(t): t for t in FrameType}
+
+
+Buffer = bytes | bytearray | memoryview | mmap.mmap
 
 
 class FrameError(ValueError):
@@ -140,7 +144,7 @@ def encode_control(
     return _frame(int(ftype), FLAG_DURABLE if durable else 0, topic_id, seq, ts, b"", b"", body)
 
 
-def _decode_at(buf: bytes | memoryview, off: int, size: int) -> tuple[WalFrame, int] | None:
+def _decode_at(buf: Buffer, off: int, size: int) -> tuple[WalFrame, int] | None:
     """The frame at `off` and its end offset, or None if it is not valid."""
     if size - off < 4:
         return None
@@ -175,10 +179,57 @@ def _decode_at(buf: bytes | memoryview, off: int, size: int) -> tuple[WalFrame, 
     return frame, end
 
 
+RawFrame = tuple[int, int, int, int, int, int, str | None, str | None, bytes]
+
+
+def iter_raw(buf: Buffer, start: int = 0) -> Iterator[RawFrame]:
+    """Recovery's fast path: the same validity rules as `FrameScanner`, yielding plain
+    tuples `(end, type, flags, topic_id, seq, ts, node, tag, data)`. Stops silently at the
+    logical end; callers that need the end use `FrameScanner`."""
+    mv = memoryview(buf)
+    size = len(mv)
+    off = start
+    unpack_len = _U32.unpack_from
+    unpack_hdr = HEADER.unpack_from
+    unpack_u64 = _U64.unpack_from
+    xxh = _xxh
+    while size - off >= 4:
+        (frame_len,) = unpack_len(mv, off)
+        end = off + 4 + frame_len
+        if frame_len < MIN_FRAME_LEN or end > size:
+            return
+        _, ftype, flags, topic_id, seq, ts, nl, tl, dl = unpack_hdr(mv, off)
+        chk_at = end - 8
+        if (
+            nl + tl + dl != frame_len - MIN_FRAME_LEN
+            or ftype not in _TYPES
+            or xxh(mv[off + 4 : chk_at]) != unpack_u64(mv, chk_at)[0]
+        ):
+            return
+        p = off + HEADER_SIZE
+        try:
+            node = str(mv[p : p + nl], "utf-8") if flags & FLAG_NODE else None
+            p += nl
+            tag = str(mv[p : p + tl], "utf-8") if flags & FLAG_TAG else None
+        except UnicodeDecodeError:
+            return
+        p += tl
+        if (node is None and nl) or (tag is None and tl):
+            return
+        data = bytes(mv[p : p + dl])
+        if ftype != 1:
+            try:
+                _BODIES[_FRAME_TYPES[ftype]].decode(data)
+            except (FrameError, KeyError):
+                return
+        yield end, ftype, flags, topic_id, seq, ts, node, tag, data
+        off = end
+
+
 class FrameScanner:
     """Iterate valid frames from `start`; after exhaustion `.end` is the logical end."""
 
-    def __init__(self, buf: bytes | memoryview, start: int = 0) -> None:
+    def __init__(self, buf: Buffer, start: int = 0) -> None:
         self.buf = buf
         self.end = start
 
@@ -197,12 +248,12 @@ class FrameScanner:
             self.end = off
 
 
-def iter_frames(buf: bytes | memoryview, start: int = 0) -> FrameScanner:
+def iter_frames(buf: Buffer, start: int = 0) -> FrameScanner:
     return FrameScanner(buf, start)
 
 
 def scan_frames(
-    buf: bytes | memoryview, start: int = 0
+    buf: Buffer, start: int = 0
 ) -> tuple[list[tuple[int, int, WalFrame]], int]:
     sc = FrameScanner(buf, start)
     frames = list(sc)

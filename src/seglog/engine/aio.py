@@ -24,7 +24,10 @@ async def wait_commit(commit: Commit) -> None:
         if not fut.done():
             fut.set_result(None)
 
-    commit.add_done_callback(lambda _c: loop.call_soon_threadsafe(_resolve))
+    def _on_done(_c: Commit) -> None:
+        loop.call_soon_threadsafe(_resolve)
+
+    commit.add_done_callback(_on_done)
     await fut
 
 

@@ -10,7 +10,7 @@ the replayed records and the clock, and the next live retention pass logs what i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from seglog.core.framing import (
@@ -18,6 +18,7 @@ from seglog.core.framing import (
     EvictWatermarkBody,
     FrameType,
     HeadWatermarkBody,
+    RawFrame,
     TopicCreateBody,
     TopicDeleteBody,
     WalFrame,
@@ -31,7 +32,7 @@ from seglog.storage.snapshot import load_latest_snapshot
 from seglog.storage.wal import (
     WalGroup,
     discover_groups,
-    read_group,
+    read_group_raw,
     replay_order,
     truncate_tails,
 )
@@ -114,16 +115,20 @@ def _group_bytes(engine: Engine, g: WalGroup, starts: dict[str, Position]) -> in
 
 def _frames(
     engine: Engine, g: WalGroup, starts: dict[str, Position], progress: Callable[[int], None]
-) -> Iterable[WalFrame]:
+) -> Iterator[RawFrame]:
     start = starts.get(g.key, (1, 0))
-    last_end = start[1]
-    last_idx = start[0]
-    for idx, end, frame in read_group(engine.fs, g, start):
+    last_idx, last_end = start
+    pending = 0
+    for idx, raw in read_group_raw(engine.fs, g, start):
         if idx != last_idx:
             last_idx, last_end = idx, 0
-        progress(end - last_end)
-        last_end = end
-        yield frame
+        pending += raw[0] - last_end
+        last_end = raw[0]
+        if pending >= 1 << 20:
+            progress(pending)
+            pending = 0
+        yield raw
+    progress(pending)
 
 
 def _replay_split_aware(
@@ -134,47 +139,50 @@ def _replay_split_aware(
 ) -> None:
     """§6 step 5: a topic whose frames sit in several groups (the shard count changed) is
     replayed after the others, its groups ordered by the lowest Append seq each holds."""
-    per_group: list[list[WalFrame]] = [list(_frames(engine, g, starts, progress)) for g in ordered]
+    per_group = [list(_frames(engine, g, starts, progress)) for g in ordered]
     groups_of: dict[int, set[int]] = defaultdict(set)
     for gi, frames in enumerate(per_group):
         for f in frames:
-            if f.topic_id:
-                groups_of[f.topic_id].add(gi)
+            if f[3]:
+                groups_of[f[3]].add(gi)
     split = {tid for tid, gs in groups_of.items() if len(gs) > 1}
     for frames in per_group:
-        _apply_all(engine, (f for f in frames if f.topic_id not in split))
+        _apply_all(engine, (f for f in frames if f[3] not in split))
     for tid in sorted(split):
 
         def lowest_append(gi: int, tid: int = tid) -> float:
-            seqs = [
-                f.seq for f in per_group[gi] if f.topic_id == tid and f.type is FrameType.APPEND
-            ]
+            seqs = [f[4] for f in per_group[gi] if f[3] == tid and f[1] == FrameType.APPEND]
             return min(seqs) if seqs else float("inf")
 
         for gi in sorted(groups_of[tid], key=lambda gi: (lowest_append(gi), gi)):
-            _apply_all(engine, (f for f in per_group[gi] if f.topic_id == tid))
+            _apply_all(engine, (f for f in per_group[gi] if f[3] == tid))
 
 
-def _apply_all(engine: Engine, frames: Iterable[WalFrame]) -> None:
+def _apply_all(engine: Engine, frames: Iterable[RawFrame]) -> None:
+    """The replay hot loop: Append frames are applied inline; control frames go through
+    `_apply_control`."""
     by_id = engine.by_id
-    for f in frames:
-        if f.type is FrameType.APPEND:
-            t = by_id.get(f.topic_id)
-            if t is None or not t.persistent or f.seq <= t.head:
+    persistent = {tid for tid, t in by_id.items() if t.persistent}
+    for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
+        if ftype != 1:
+            frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
+            _apply_control(engine, frame)
+            persistent = {i for i, x in by_id.items() if x.persistent}
+            continue
+        if tid not in persistent:
+            continue
+        t = by_id[tid]
+        if seq <= t.head:
+            continue
+        if seq != t.head + 1:
+            # A gap is legitimate only inside a durable head reservation: an earlier crash
+            # turned reserved-but-unwritten seqs into holes (§6 step 7) and later writes
+            # continued above them. Anything else is corrupt and ignored.
+            if seq - 1 > t.reservation:
                 continue
-            if f.seq != t.head + 1:
-                # A gap is legitimate only inside a durable head reservation: an earlier
-                # crash turned reserved-but-unwritten seqs into holes (§6 step 7) and later
-                # writes continued above them. Anything else is corrupt and ignored.
-                if f.seq - 1 > t.reservation:
-                    continue
-                t.append_holes(f.seq - 1, f.ts)
-            data, meta = decode_blob(f.data)
-            size = len(data) + (len(meta) if meta is not None else 0)
-            t.append_slot(f.seq, f.ts, data, meta, f.node, f.tag, size)
-            t.last_write_ts = f.ts
-        else:
-            _apply_control(engine, f)
+            t.append_holes(seq - 1, ts)
+        d, m = decode_blob(data)
+        t.replay_slot(seq, ts, d, m, node, tag)
 
 
 def _apply_control(engine: Engine, f: WalFrame) -> None:

@@ -14,6 +14,7 @@ may be dropped from memory (`data[i] is None` on a live slot) and are read back 
 
 from __future__ import annotations
 
+import builtins
 import threading
 from bisect import bisect_left
 from collections import OrderedDict, deque
@@ -69,8 +70,8 @@ class TopicState:
     origin: int = 1
     front: int = 0
     ts: list[int] = field(default_factory=list)
-    data: list[bytes | None] = field(default_factory=list)
-    meta: list[bytes | None] = field(default_factory=list)
+    data: list[builtins.bytes | None] = field(default_factory=list)
+    meta: list[builtins.bytes | None] = field(default_factory=list)
     node: list[str | None] = field(default_factory=list)
     tag: list[str | None] = field(default_factory=list)
     size: list[int] = field(default_factory=list)
@@ -129,8 +130,8 @@ class TopicState:
         self,
         seq: int,
         ts: int,
-        data: bytes | None,
-        meta: bytes | None,
+        data: builtins.bytes | None,
+        meta: builtins.bytes | None,
         node: str | None,
         tag: str | None,
         size: int,
@@ -158,6 +159,30 @@ class TopicState:
                     self._tag_keys = None
                 else:
                     lst.append(seq)
+
+    def replay_slot(
+        self, seq: int, ts: int, data: builtins.bytes, meta: builtins.bytes | None, node: str | None, tag: str | None
+    ) -> None:
+        """Recovery's `append_slot` for `seq == head + 1` (checked by the caller)."""
+        size = len(data) + (len(meta) if meta is not None else 0)
+        self.ts.append(ts)
+        self.data.append(data)
+        self.meta.append(meta)
+        self.node.append(node)
+        self.tag.append(tag)
+        self.size.append(size)
+        self.dead.append(0)
+        self.head = self.reserved = seq
+        self.count += 1
+        self.bytes += size
+        self.last_write_ts = ts
+        if tag is not None:
+            lst = self.tags.get(tag)
+            if lst is None:
+                self.tags[tag] = [seq]
+                self._tag_keys = None
+            else:
+                lst.append(seq)
 
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it inlines `append_slot`."""
@@ -377,7 +402,7 @@ class TopicState:
         nodes: frozenset[str],
         max_bytes: int,
         now: int,
-        load_payload: Callable[[int], tuple[bytes, bytes | None]],
+        load_payload: Callable[[int], tuple[builtins.bytes, builtins.bytes | None]],
     ) -> tuple[list[Record], int, Any, int]:
         """SEMANTICS §4.4–§4.5. Returns (records, next_from_seq, tombstone, scanned)."""
         tomb, pos = tombstone_for(cursor, self.floors(), self.base_seq, self.head)
