@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from tests.http.live import describe, is_canonical_error, ok, write
 from tests.support.server import ServerProcess
 
-EXAMPLES = int(os.environ.get("SEGLOG_FUZZ_EXAMPLES", "1500"))
+EXAMPLES = int(os.environ.get("SEGLOG_FUZZ_EXAMPLES", "2500"))
 TIME_BUDGET_S = float(os.environ.get("SEGLOG_FUZZ_SECONDS", "30"))
 
 FUZZ_PREFIX = "fz"

@@ -204,3 +204,18 @@ def test_json_form(client: httpx.Client, topic: str) -> None:
     # the text form is the default for other Accept values
     r = client.get("/v0/metrics", headers={"Accept": "text/plain"})
     assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+
+
+def test_per_topic_series_follow_topic_lifecycle(client: httpx.Client, topic: str) -> None:
+    write(client, topic, data_records(1))
+    _t, samples, _ = scrape(client)
+    assert value(samples, "topics_topic_head_seq", topic=topic) == 1
+    disk_before = value(samples, "topics_topics_by_class", **{"class": "disk"})
+    fsync_before = value(samples, "topics_topics_by_class", **{"class": "fsync"})
+    put_topic(client, topic, {"durable": True}, status=200)
+    _t, samples, _ = scrape(client)
+    assert value(samples, "topics_topics_by_class", **{"class": "disk"}) == disk_before - 1
+    assert value(samples, "topics_topics_by_class", **{"class": "fsync"}) == fsync_before + 1
+    client.delete(f"/v0/topics/{topic}")
+    text, samples, _ = scrape(client)
+    assert f'topic="{topic}"' not in text

@@ -422,7 +422,7 @@ def test_diff_defaults_empty_body_no_content_type(client: httpx.Client, topic: s
         topic,
         [{"data": {"a": 1}, "tag": "tg", "node": "n1", "meta": {"m": 1}}, {"data": [1, 2]}],
     )
-    for content, headers in ((b"", {}), (b"  ", {}), (b"", JSON)):
+    for content, headers in ((b"", {}), (b"", JSON), (b"{}", JSON)):
         d = ok(client.post(f"/v0/topics/{topic}/diff", content=content, headers=headers))
         assert set(d) >= DIFF_KEYS
         assert d["topic"] == topic
@@ -750,3 +750,133 @@ def test_delete_body_rules(client: httpx.Client, topic: str) -> None:
         "unsupported_media_type",
     )
     assert state(client, topic)["count"] == 1
+
+
+def test_config_tightening_evicts_immediately(client: httpx.Client, topic: str) -> None:
+    write(client, topic, data_records(*range(10)))
+    ok(client.put(f"/v0/topics/{topic}", json={"cap_records": 3}))
+    s = state(client, topic)
+    assert (s["head_seq"], s["earliest_seq"], s["count"], s["bytes"]) == (10, 8, 3, 3)
+    d = diff(client, topic)
+    assert d["tombstone"] == {
+        "gap_from": 1,
+        "gap_to": 7,
+        "reason": "cap",
+        "missed_estimate": 7,
+        "earliest_seq": 8,
+        "head_seq": 10,
+    }
+    assert [r["data"] for r in d["records"]] == [7, 8, 9]
+
+
+def test_cap_bytes_eviction_discard_old(client: httpx.Client, topic: str) -> None:
+    put_topic(client, topic, {"cap_bytes": 5})
+    write(client, topic, data_records(11, 22, 33))  # 2 bytes each: the oldest must go
+    s = state(client, topic)
+    assert (s["head_seq"], s["earliest_seq"], s["count"], s["bytes"]) == (3, 2, 2, 4)
+    d = diff(client, topic)
+    assert d["tombstone"] == {
+        "gap_from": 1,
+        "gap_to": 1,
+        "reason": "cap",
+        "missed_estimate": 1,
+        "earliest_seq": 2,
+        "head_seq": 3,
+    }
+    assert seqs_of(d) == [2, 3]
+
+
+def test_mixed_tombstone_reason(client: httpx.Client, topic: str) -> None:
+    put_topic(client, topic, {"ttl_ms": 150, "cap_records": 3})
+    write(client, topic, data_records(*range(5)))  # cap evicts 1..2
+    time.sleep(0.3)  # ttl expires 3..5
+    write(client, topic, data_records("fresh"))
+    d = diff(client, topic)
+    assert d["tombstone"] == {
+        "gap_from": 1,
+        "gap_to": 5,
+        "reason": "mixed",
+        "missed_estimate": 5,
+        "earliest_seq": 6,
+        "head_seq": 6,
+    }
+    assert [r["data"] for r in d["records"]] == ["fresh"]
+
+
+def test_idempotency_window_expiry(client: httpx.Client, topic: str) -> None:
+    put_topic(client, topic, {"idempotency_window_ms": 1})
+    assert write(client, topic, data_records(1), idempotency_key="k")["seqs"] == [1]
+    time.sleep(0.05)
+    again = write(client, topic, data_records(1), idempotency_key="k")
+    assert again["deduped"] is False and again["seqs"] == [2]
+
+
+def _parallel(n: int, fn: Callable[[int], Any]) -> list[Any]:
+    out: list[Any] = [None] * n
+
+    def run(i: int) -> None:
+        out[i] = fn(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return out
+
+
+def test_concurrent_same_key_appends_once(server: ServerProcess, topic: str) -> None:
+    def one(_i: int) -> dict[str, Any]:
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            r = c.post(
+                f"/v0/topics/{topic}",
+                json={"records": data_records(1, 2), "idempotency_key": "same"},
+            )
+            return ok(r, r.status_code)
+
+    res = _parallel(8, one)
+    assert sorted(r["deduped"] for r in res) == [False] + [True] * 7
+    assert all(r["seqs"] == [1, 2] for r in res)
+    assert sum(r["created"] for r in res) == 1
+    with httpx.Client(base_url=server.url) as c:
+        assert state(c, topic)["head_seq"] == 2
+
+
+def test_concurrent_writes_are_atomic_and_contiguous(server: ServerProcess, topic: str) -> None:
+    def many(i: int) -> list[list[int]]:
+        got = []
+        with httpx.Client(base_url=server.url, timeout=30) as c:
+            for j in range(10):
+                body = write(c, topic, [{"data": [i, j, k], "node": f"w{i}"} for k in range(5)])
+                assert body["seqs"] == list(range(body["first_seq"], body["first_seq"] + 5))
+                got.append(body["seqs"])
+        return got
+
+    res = _parallel(6, many)
+    all_seqs = sorted(s for per in res for batch in per for s in batch)
+    assert all_seqs == list(range(1, 301))
+    with httpx.Client(base_url=server.url) as c:
+        recs = diff(c, topic, limit=1000)["records"]
+    assert len(recs) == 300
+    by_seq = {r["$seq"]: r["data"] for r in recs}
+    for i, per in enumerate(res):
+        for j, batch in enumerate(per):
+            assert [by_seq[s] for s in batch] == [[i, j, k] for k in range(5)]
+    ts = [r["$ts"] for r in recs]
+    assert ts == sorted(ts)  # ts non-decreasing in seq
+
+
+def test_reads_mark_the_topic_consumed(client: httpx.Client, tname: Names) -> None:
+    a, b = tname("a"), tname("b")
+    put_topic(client, a)
+    put_topic(client, b)
+    diff(client, a)
+    s = state(client, a)
+    assert isinstance(s["last_read_ts"], int) and 490 <= s["effective_priority"] <= 500
+    assert state(client, b)["effective_priority"] == 0
+    ok(client.get("/v0/topics", params={"prefix": b, "touch": "true"}))
+    assert 490 <= state(client, b)["effective_priority"] <= 500
+    c2 = tname("c")
+    put_topic(client, c2)
+    ok(client.get("/v0/topics", params={"prefix": c2}))  # touch defaults to false on list
+    assert state(client, c2)["effective_priority"] == 0

@@ -82,14 +82,22 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self._address: str | None = None
         self.starts = 0
+        self.use_cli = False  # True: run the `seglog serve` console script instead
 
     # ------------------------------------------------------------------ lifecycle
 
     def command(self) -> list[str]:
+        if self.use_cli:
+            script = Path(sys.executable).with_name("seglog")
+            prog = (
+                [str(script), "serve"]
+                if script.exists()
+                else [sys.executable, "-m", "seglog.cli.main", "serve"]
+            )
+        else:
+            prog = [sys.executable, "-m", "seglog.server"]
         cmd = [
-            sys.executable,
-            "-m",
-            "seglog.server",
+            *prog,
             "--port",
             "0",
             "--port-file",

@@ -111,13 +111,12 @@ class Engine:
 
         self.datadir = DataDir.open(self.fs, self.options.data_dir, self.options.cold_dir)
         tails = recover(self, on_progress)
-        self.wal = Wal(
-            self.fs,
-            self.datadir.wal_dir,
-            self.options.wal_shards,
+        wal = Wal(
+            self.fs, self.datadir.wal_dir, self.options.wal_shards,
             file_size=self.options.wal_file_size,
         )
-        self.wal.open(tails)
+        wal.open(tails)
+        self.wal = wal
         self.last_snapshot_ms = self.clock.now_ms()
         self.replay_progress = 1.0
         self.ready = True

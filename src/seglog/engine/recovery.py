@@ -79,7 +79,7 @@ def recover(
         for g in ordered:
             _apply_all(engine, _frames(engine, g, starts, progress))
 
-    tails = truncate_tails(fs, groups)
+    tails = truncate_tails(fs, groups, engine.options.wal_file_size)
     now = engine.clock.now_ms()
     for t in list(engine.by_id.values()):
         if t.config.durability is Durability.DISK and t.reservation > t.head:

@@ -79,10 +79,6 @@ def snapshot_topics(body: Mapping[str, Any], opts: FilesOptions) -> list[TopicSn
     return sorted(out, key=lambda t: t.name)
 
 
-def is_live(seq: int, ts: int, deleted: bool, lo: int, hi: int, ttl_ms: int, now_ms: int) -> bool:
-    return not deleted and lo <= seq <= hi and not (ttl_ms > 0 and now_ms - ts > ttl_ms)
-
-
 @dataclass(frozen=True)
 class SegmentPartition(InputPartition):  # type: ignore[misc]
     topic: str
@@ -153,20 +149,19 @@ def read_segment(
     from seglog.storage.segment import iter_segment
 
     text = data_is_text(schema)
-    cols: dict[str, list[Any]] = {k: [] for k in ("seq", "ts", "tag", "node", "data", "meta")}
+    include_meta = opts.include_meta
+    lo, hi, ttl_ms, now_ms = p.lo, p.hi, p.ttl_ms, p.now_ms
+    # plain local lists: this loop is the offline reader's hot path
+    seqs: list[int] = []
+    tss: list[int] = []
+    tags: list[str | None] = []
+    nodes: list[str | None] = []
+    datas: list[Any] = []
+    metas: list[str | None] = []
 
     def flush() -> pa.RecordBatch:
-        b = build_batch(
-            schema,
-            p.topic,
-            cols["seq"],
-            cols["ts"],
-            cols["tag"],
-            cols["node"],
-            cols["data"],
-            cols["meta"],
-        )
-        for v in cols.values():
+        b = build_batch(schema, p.topic, seqs, tss, tags, nodes, datas, metas)
+        for v in (seqs, tss, tags, nodes, datas, metas):
             v.clear()
         return b
 
@@ -180,24 +175,25 @@ def read_segment(
             )
     try:
         for rec in iter_segment(seg):
-            if not is_live(rec.seq, rec.ts, rec.deleted, p.lo, p.hi, p.ttl_ms, p.now_ms):
+            seq, ts = rec.seq, rec.ts
+            if rec.deleted or seq < lo or seq > hi or (ttl_ms > 0 and now_ms - ts > ttl_ms):
                 continue
             data_json, meta_json = decode_blob(rec.blob)
-            cols["seq"].append(rec.seq)
-            cols["ts"].append(rec.ts)
-            cols["tag"].append(rec.tag)
-            cols["node"].append(rec.node)
-            cols["data"].append(bytes(data_json).decode() if text else orjson.loads(data_json))
-            cols["meta"].append(
-                None if meta_json is None or not opts.include_meta else bytes(meta_json).decode()
+            seqs.append(seq)
+            tss.append(ts)
+            tags.append(rec.tag)
+            nodes.append(rec.node)
+            datas.append(bytes(data_json).decode() if text else orjson.loads(data_json))
+            metas.append(
+                None if meta_json is None or not include_meta else bytes(meta_json).decode()
             )
-            if len(cols["seq"]) >= ARROW_BATCH_ROWS:
+            if len(seqs) >= ARROW_BATCH_ROWS:
                 yield flush()
     except SegmentCorruption as e:
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    if cols["seq"]:
+    if seqs:
         yield flush()
 
 

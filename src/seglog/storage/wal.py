@@ -15,6 +15,7 @@ block. All file access goes through the `Fs` seam.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import threading
 import time
@@ -42,6 +43,7 @@ TAKE_TIMEOUT_S = 0.05
 SLICE_S = 0.0005
 WINDOW_S = 0.010
 FSYNC_BUCKETS_US = (50, 100, 250, 500, 1000, 5000, 10000, 50000, 100000)
+log = logging.getLogger("seglog.wal")
 _WAL_NAME = re.compile(r"wal-(\d{16})\.log")
 _SHARD_DIR = re.compile(r"shard-(\d{2})")
 
@@ -171,6 +173,7 @@ class _Shard:
         self._cv = threading.Condition(threading.Lock())
         self._idle = False
         self._stopping = False
+        self._inflight: list[Commit] = []
         self.m = WalMetrics()
         self.read_only = False
         self.dirty = False
@@ -236,6 +239,26 @@ class _Shard:
             return batch, self._stopping
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:
+            # The writer died (a bug, or a test's simulated power cut): nobody may wait
+            # forever, and nothing more is accepted.
+            self.read_only = True
+            err = WalError(f"WAL writer {self.dir.name} stopped: {e!r}")
+            with self._cv:
+                pending = list(self._pending)
+                self._pending.clear()
+                self._stopping = True
+            for sub in pending:
+                sub.commit._complete(err)
+            for c in self._inflight:
+                if not c.done():
+                    c._complete(err)
+            if isinstance(e, Exception):
+                log.exception("WAL writer %s stopped", self.dir.name)
+
+    def _loop(self) -> None:
         while True:
             batch, stopping = self._take(TAKE_TIMEOUT_S)
             if not batch and not stopping:
@@ -253,7 +276,9 @@ class _Shard:
                     if not more or stopping:
                         break
             if batch:
+                self._inflight = [sub.commit for sub in batch]
                 self._commit(batch)
+                self._inflight = []
             if stopping:
                 rest, _ = self._take(None)
                 if rest:
@@ -386,13 +411,21 @@ class Wal:
     def open(self, tails: dict[str, Position] | None = None) -> None:
         tails = tails or {}
         self.fs.mkdir(self.wal_dir)
-        for i in range(self.shards):
-            key = group_key(i, self.shards)
-            self._shards.append(
-                _Shard(self.fs, self.group_dir(i), self.file_size, self.queue_size, tails.get(key))
-            )
-        for s in self._shards:
+        shards: list[_Shard] = []
+        try:
+            for i in range(self.shards):
+                key = group_key(i, self.shards)
+                shards.append(
+                    _Shard(self.fs, self.group_dir(i), self.file_size, self.queue_size, tails.get(key))
+                )
+        except BaseException:
+            for s in shards:
+                with contextlib.suppress(BaseException):
+                    s.file.close()
+            raise
+        for s in shards:
             s.thread.start()
+        self._shards = shards
 
     def shard_of(self, topic_id: int) -> int:
         if self.shards == 1 or topic_id == 0:
