@@ -112,7 +112,7 @@ def bench_diff(root: Path, min_s: float) -> list[dict[str, object]]:
     for limit in (1, 256, 1000):
         cursor = [0]
 
-        def step(limit: int = limit) -> int:
+        def step(limit: int = limit, cursor: list[int] = cursor) -> int:
             r = e.read("r", cursor[0], limit=limit)
             cursor[0] = 0 if r.caught_up else r.next_from_seq
             return len(r.records)
@@ -134,7 +134,13 @@ def bench_group_commit(root: Path, min_s: float) -> list[dict[str, object]]:
         stop = time.perf_counter() + min_s
         counts = [0] * writers
 
-        def worker(i: int, e: Engine = e, counts: list[int] = counts, stop: float = stop) -> None:
+        def worker(
+            i: int,
+            e: Engine = e,
+            counts: list[int] = counts,
+            stop: float = stop,
+            rec: list[RecordIn] = rec,
+        ) -> None:
             while time.perf_counter() < stop:
                 e.write("g", rec)
                 counts[i] += 1

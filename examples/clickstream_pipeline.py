@@ -79,7 +79,14 @@ def build_counts(spark: Any, url: str, source: str, *, max_per_trigger: int = 50
 
 
 def start_pipeline(
-    spark: Any, url: str, source: str, dest: str, out: Path, *, available_now: bool
+    spark: Any,
+    url: str,
+    source: str,
+    dest: str,
+    out: Path,
+    *,
+    available_now: bool,
+    sinks: tuple[str, ...] = ("topic", "parquet"),
 ) -> list[Any]:
     from pyspark.sql import functions as F
 
@@ -100,7 +107,16 @@ def start_pipeline(
             w.trigger(availableNow=True) if available_now else w.trigger(processingTime="5 seconds")
         )
 
-    to_topic = trig(
+    queries = []
+    if "topic" in sinks:
+        queries.append(start_topic_sink(as_records, url, dest, out, trig))
+    if "parquet" in sinks:
+        queries.append(start_parquet_sink(counts, out, trig))
+    return queries
+
+
+def start_topic_sink(as_records: Any, url: str, dest: str, out: Path, trig: Any) -> Any:
+    return trig(
         as_records.writeStream.format("seglog")
         .option("url", url)
         .option("topic", dest)
@@ -108,14 +124,16 @@ def start_pipeline(
         .outputMode("append")
         .queryName("clicks_per_minute_to_seglog")
     ).start()
-    to_parquet = trig(
+
+
+def start_parquet_sink(counts: Any, out: Path, trig: Any) -> Any:
+    return trig(
         counts.writeStream.format("parquet")
         .option("path", str(out / "parquet"))
         .option("checkpointLocation", str(out / "checkpoints" / "parquet"))
         .outputMode("append")
         .queryName("clicks_per_minute_to_parquet")
     ).start()
-    return [to_topic, to_parquet]
 
 
 def session(app: str, master: str | None) -> Any:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.engine.test_crash import crash_round  # noqa: E402
+from tests.engine.test_crash import crash_round
 
 
 def main() -> None:

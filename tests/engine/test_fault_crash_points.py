@@ -29,7 +29,10 @@ ROOT = Path("/data")
 
 def options() -> EngineOptions:
     return EngineOptions(
-        data_dir=ROOT, wal_shards=2, wal_file_size=4096, segment_max_events=3,
+        data_dir=ROOT,
+        wal_shards=2,
+        wal_file_size=4096,
+        segment_max_events=3,
         segment_payload_cache=2,
     )
 
@@ -55,7 +58,9 @@ def workload(e: Engine, ledger: Ledger, clock: ManualClock) -> None:
         ledger.configs[name] = cfg
     for i in range(6):
         for name in ("f", "c"):
-            recs = [RecordIn.of({"t": name, "i": i, "k": k}, tag=f"g{(i + k) % 3}") for k in range(2)]
+            recs = [
+                RecordIn.of({"t": name, "i": i, "k": k}, tag=f"g{(i + k) % 3}") for k in range(2)
+            ]
             ledger.attempted.setdefault(name, []).extend(r.data_json for r in recs)
             res = e.write(name, recs)
             for s, r in zip(res.seqs, recs, strict=True):

@@ -146,8 +146,9 @@ def ok(r: httpx.Response, status: int = 200, *, perf: bool = True) -> dict[str, 
     assert r.headers.get("content-type", "").startswith("application/json"), describe(r)
     body = r.json()
     assert isinstance(body, dict), describe(r)
-    assert ("error" not in body and "status" not in body) or not perf, describe(r)
-    if perf:
+    assert "error" not in body, describe(r)
+    if perf:  # data/control endpoints: no envelope keys, a performance block
+        assert "status" not in body, describe(r)
         p = body.get("performance")
         assert isinstance(p, dict), describe(r)
         assert isinstance(p.get("server_total_ms"), float), describe(r)

@@ -78,21 +78,11 @@ def test_wrong_method_405(client: httpx.Client, method: str, path: str) -> None:
     error_of(client.request(method, path), 405, "method_not_allowed")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: a trailing-slash path answers a 307 redirect "
-    "(Starlette redirect_slashes) instead of 404 not_found with an error body",
-)
 @pytest.mark.parametrize("path", ["/v0/health/", "/v0/topics/", "/v0/metrics/"])
 def test_trailing_slash_is_404(client: httpx.Client, path: str) -> None:
     error_of(client.get(path, follow_redirects=False), 404, "not_found")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: HEAD /v0/topics/:topic is dispatched to the append handler, so a HEAD "
-    "with a JSON body appends records (and a bare HEAD answers 415)",
-)
 def test_head_never_writes(server: ServerProcess, client: httpx.Client, topic: str) -> None:
     put_topic(client, topic)
     r = raw_http(
@@ -106,11 +96,6 @@ def test_head_never_writes(server: ServerProcess, client: httpx.Client, topic: s
     assert state(client, topic)["head_seq"] == 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="server bug: a bare HEAD /v0/topics/:topic answers 415 unsupported_media_type "
-    "(routed to append) instead of GET semantics or 405",
-)
 def test_head_on_topic_is_get_or_405(client: httpx.Client, topic: str) -> None:
     put_topic(client, topic)
     assert client.head(f"/v0/topics/{topic}").status_code in (200, 405)
@@ -431,3 +416,27 @@ def test_cap_zero_disables(make_server: ServerFactory) -> None:
         r = c.post("/v0/topics/t0", json={"records": [{"data": "x" * 1_000_000}] * 3})
         assert ok(r)["count"] == 3
         assert state(c, "t0")["count"] == 3
+
+
+def test_max_total_bytes_429(make_server: ServerFactory) -> None:
+    srv = make_server(env={"SEGLOG_MAX_TOTAL_BYTES": "100"})
+    with httpx.Client(base_url=srv.url, timeout=10) as c:
+        write(c, "a", [{"data": "x" * 88}])  # 90 bytes
+        write(c, "b", [{"data": "y" * 8}])  # 10 bytes: exactly at the cap
+        detail = {"limit": "max_total_bytes", "max": 100}
+        error_of(
+            c.post("/v0/topics/a", json={"records": data_records(1)}),
+            429,
+            "throttled",
+            detail=detail,
+        )
+        error_of(
+            c.post("/v0/topics/b", json={"records": data_records(1, 2)}),
+            429,
+            "throttled",
+            detail=detail,
+        )
+        assert (state(c, "a")["head_seq"], state(c, "b")["head_seq"]) == (1, 1)
+        # freeing bytes (a record delete) admits writes again
+        ok(c.post("/v0/topics/a/delete", json={"before_seq": 2}))
+        assert write(c, "b", data_records(1, 2))["seqs"] == [2, 3]

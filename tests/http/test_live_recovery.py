@@ -29,7 +29,8 @@ def _records(c: httpx.Client, topic: str) -> list[dict[str, Any]]:
 
 
 def test_sigkill_recovery_keeps_everything_acked(make_server: ServerFactory) -> None:
-    srv = make_server()
+    # tiny segments: records and delete flags live in sealed segments too (STORAGE §4.3)
+    srv = make_server(env={"SEGLOG_SEGMENT_MAX_EVENTS": "4"})
     c = httpx.Client(base_url=srv.url, timeout=15)
     # fsync topic: several writes with every record field, then deletes
     put_topic(c, "f", {"durable": True})
@@ -184,3 +185,26 @@ def test_not_ready_during_recovery(make_server: ServerFactory) -> None:
         assert state(c, "bulk")["count"] == 30000
     if not seen:
         pytest.skip("recovery finished before the first request could observe not_ready")
+
+
+def test_recovery_across_wal_shard_count_changes(make_server: ServerFactory) -> None:
+    """STORAGE §3.4/§5: WAL groups left by an earlier shard count are still replayed."""
+    srv = make_server(wal_shards=2)
+    expected: dict[str, list[dict[str, Any]]] = {}
+    c = httpx.Client(base_url=srv.url, timeout=15)
+    try:
+        for i in range(4):
+            put_topic(c, f"s{i}", {"durable": True})
+            write(c, f"s{i}", [{"data": [i, k]} for k in range(5)])
+        ok(c.post("/v0/topics/s0/delete", json={"before_seq": 3}))
+        for shards in (1, 3):
+            expected = {f"s{i}": _records(c, f"s{i}") for i in range(4)}
+            srv.wal_shards = shards
+            srv.restart(graceful=False)
+            c.close()
+            c = httpx.Client(base_url=srv.url, timeout=15)
+            assert {t: _records(c, t) for t in expected} == expected, shards
+            for t in expected:
+                write(c, t, [{"data": ["after", shards]}])
+    finally:
+        c.close()

@@ -8,6 +8,7 @@ forces such a retry); plain `local[N]` never retries.
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -25,6 +26,7 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
 
 
+@functools.cache
 def server_available() -> bool:
     r = subprocess.run(
         [sys.executable, "-m", "seglog.server", "--help"],

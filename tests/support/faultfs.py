@@ -1,15 +1,26 @@
 """An in-memory, fault-injecting twin of `seglog.storage.fs.Fs` for crash tests.
 
-It models what survives a power cut:
-- a file's *content* is durable up to its last `sync()` (unsynced writes may vanish or,
-  with `keep_unsynced`, partly survive);
-- a directory *entry* (creation, rename, unlink) is durable only after `fsync_dir` of that
-  directory. Directories themselves are treated as durable once created.
+It models what survives a power cut, inode-style:
+- a file's *content* is durable as of its last `sync()`; the writes and truncates since
+  then are kept in order, so a crash image may replay some prefix of them (the kernel wrote
+  some pages back), the last one possibly torn;
+- a directory *entry* (a file or subdirectory created, renamed or unlinked in it) is durable
+  only after `fsync_dir` of that directory. A directory removed or created without its
+  parent being fsynced comes back (or vanishes) with its own durable entries.
 
-Faults: fail the N-th write or sync with EIO, tear a write (write only a prefix), or
-`crash_after(n)`: after the n-th mutating call completes, every later call raises `Crash`
-(a BaseException, so engine code cannot swallow it) — the world stopped there. Then
-`crash_image()` builds a fresh FaultFs holding only what was durable.
+Faults: fail the N-th write, sync, file creation or directory fsync with EIO (optionally
+losing the unsynced changes, as Linux does after failed writeback); tear the N-th write
+(write a prefix, then return the short count or raise EIO); hold writes at a gate (to
+line up a group commit deterministically); `crash_after(n)`: the n-th mutating call takes
+effect and then raises `Crash` — a `BaseException`, so engine code cannot swallow it — and
+every later call raises `Crash` too (the world stopped).
+`crash_image()` builds a fresh FaultFs holding only what the disk would hold.
+
+Mutating calls (counted in `mutations`, 1-based, whether or not they changed anything):
+`write_at`, `sync`, `truncate`, `rename`, `unlink`, `mkdir`, `fsync_dir`, `rmtree` and
+`open(create=True)`. A call that fails with an injected EIO before touching anything is
+not counted. Every call is serialized by one lock, so WAL writer threads interleave with
+the test thread at call granularity.
 """
 
 from __future__ import annotations
@@ -21,54 +32,104 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+KeepUnsynced = Literal["none", "all", "random"]
+
 
 class Crash(BaseException):
     """The simulated machine stopped."""
 
 
 @dataclass(eq=False)
-class _Node:
+class _File:
     data: bytearray = field(default_factory=bytearray)
     durable: bytes = b""
+    # ("w", offset, bytes) or ("t", size, b""): changes since the last sync, in order.
+    pending: list[tuple[str, int, bytes]] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Dir:
+    entries: dict[str, _File | _Dir] = field(default_factory=dict)
+    durable: dict[str, _File | _Dir] = field(default_factory=dict)
+
+
+def _norm(path: Path) -> Path:
+    # Every path lives under the twin's root; relative ones are taken from "/".
+    return Path("/") / path
+
+
+def _apply(buf: bytearray, op: tuple[str, int, bytes]) -> None:
+    kind, at, chunk = op
+    if kind == "t":
+        if at < len(buf):
+            del buf[at:]
+        else:
+            buf.extend(bytes(at - len(buf)))
+        return
+    if len(buf) < at:
+        buf.extend(bytes(at - len(buf)))
+    buf[at : at + len(chunk)] = chunk
 
 
 class _MemFile:
-    def __init__(self, fs: FaultFs, path: Path, node: _Node) -> None:
+    """An open handle: keeps writing to its inode even after unlink, like a real fd."""
+
+    def __init__(self, fs: FaultFs, path: Path, node: _File) -> None:
         self.fs = fs
         self.path = path
         self.node = node
 
     def write_at(self, data: bytes | memoryview, offset: int) -> int:
-        n = self.fs._before_write(self.path, len(data))
-        buf = self.node.data
-        chunk = bytes(data[:n])
-        if len(buf) < offset:
-            buf.extend(b"\0" * (offset - len(buf)))
-        buf[offset : offset + len(chunk)] = chunk
-        self.fs._after_mutation()
-        return n
+        gate = self.fs.write_gate
+        if gate is not None:
+            gate.wait()  # outside the lock: other threads keep going while this one is held
+        with self.fs._lock:
+            self.fs._check()
+            self.fs.writes += 1
+            n = self.fs._write_len(self.path, len(data))
+            chunk = bytes(data[:n])
+            op = ("w", offset, chunk)
+            _apply(self.node.data, op)
+            self.node.pending.append(op)
+            self.fs._after_mutation()
+            if n < len(data) and self.fs.tear_mode == "raise":
+                raise OSError(errno.EIO, f"injected torn write on {self.path}")
+            return n
 
     def read_at(self, size: int, offset: int) -> bytes:
-        self.fs._check()
-        return bytes(self.node.data[offset : offset + size])
+        with self.fs._lock:
+            self.fs._check()
+            return bytes(self.node.data[offset : offset + size])
 
     def sync(self) -> None:
-        self.fs._before_sync(self.path)
-        self.node.durable = bytes(self.node.data)
-        self.fs._after_mutation()
+        with self.fs._lock:
+            self.fs._check()
+            self.fs.syncs += 1
+            if self.fs.syncs in self.fs.fail_syncs:
+                if self.fs.lose_on_failed_sync:
+                    # Linux marks the pages clean after failed writeback: reads still see
+                    # the data, the disk never will, and the next fsync does not retry it.
+                    self.node.pending.clear()
+                raise OSError(errno.EIO, f"injected fsync failure on {self.path}")
+            buf = bytearray(self.node.durable)
+            for op in self.node.pending:
+                _apply(buf, op)
+            self.node.durable = bytes(buf)
+            self.node.pending.clear()
+            self.fs._after_mutation()
 
     def truncate(self, size: int) -> None:
-        self.fs._check()
-        buf = self.node.data
-        if size < len(buf):
-            del buf[size:]
-        else:
-            buf.extend(b"\0" * (size - len(buf)))
-        self.fs._after_mutation()
+        with self.fs._lock:
+            self.fs._check()
+            op = ("t", size, b"")
+            _apply(self.node.data, op)
+            self.node.pending.append(op)
+            self.fs._after_mutation()
 
     def size(self) -> int:
-        self.fs._check()
-        return len(self.node.data)
+        with self.fs._lock:
+            self.fs._check()
+            return len(self.node.data)
 
     def close(self) -> None:
         pass
@@ -77,21 +138,28 @@ class _MemFile:
 class FaultFs:
     def __init__(self) -> None:
         self._lock = threading.RLock()
-        self.dirs: set[Path] = {Path("/")}
-        self.entries: dict[Path, _Node] = {}  # current namespace
-        self.durable_entries: dict[Path, dict[str, _Node]] = {}  # per directory
+        self.root = _Dir()
         self.mutations = 0
-        self.writes = 0
-        self.syncs = 0
+        self.writes = 0  # write_at calls, 1-based numbering for fail_writes/tear_writes
+        self.syncs = 0  # File.sync calls
+        self.creates = 0  # open(create=True) calls that made a new file
+        self.dir_syncs = 0  # fsync_dir calls
         self.crash_at: int | None = None
         self.crashed = False
         self.fail_writes: set[int] = set()
         self.fail_syncs: set[int] = set()
+        self.fail_creates: set[int] = set()
+        self.fail_dir_syncs: set[int] = set()
         self.tear_writes: set[int] = set()
+        self.tear_mode: Literal["short", "raise"] = "short"
+        self.tear_keep: int | None = None  # bytes a torn write keeps (None: half)
+        self.lose_on_failed_sync = False  # a failed sync drops the unsynced changes
+        self.write_gate: threading.Event | None = None  # write_at waits until it is set
         self.locks: set[Path] = set()
 
     # ---- fault control ----
     def crash_after(self, n: int) -> None:
+        """Stop the world right after the n-th mutating call (counting from 1)."""
         self.crash_at = n
 
     def _check(self) -> None:
@@ -104,101 +172,135 @@ class FaultFs:
             self.crashed = True
             raise Crash(f"stopped after mutating call {self.mutations}")
 
-    def _before_write(self, path: Path, size: int) -> int:
-        self._check()
-        self.writes += 1
+    def _write_len(self, path: Path, size: int) -> int:
         if self.writes in self.fail_writes:
             raise OSError(errno.EIO, f"injected write failure on {path}")
         if self.writes in self.tear_writes and size > 1:
-            return size // 2
+            keep = size // 2 if self.tear_keep is None else self.tear_keep
+            return max(0, min(keep, size - 1))
         return size
 
-    def _before_sync(self, path: Path) -> None:
-        self._check()
-        self.syncs += 1
-        if self.syncs in self.fail_syncs:
-            raise OSError(errno.EIO, f"injected fsync failure on {path}")
+    # ---- namespace ----
+    def _dir(self, path: Path) -> _Dir | None:
+        node: _File | _Dir = self.root
+        for part in _norm(path).parts[1:]:
+            if not isinstance(node, _Dir) or part not in node.entries:
+                return None
+            node = node.entries[part]
+        return node if isinstance(node, _Dir) else None
+
+    def _lookup(self, path: Path) -> _File | _Dir | None:
+        p = _norm(path)
+        if p == Path("/"):
+            return self.root
+        parent = self._dir(p.parent)
+        return None if parent is None else parent.entries.get(p.name)
+
+    def _parent(self, path: Path) -> _Dir:
+        parent = self._dir(_norm(path).parent)
+        if parent is None:
+            raise FileNotFoundError(errno.ENOENT, "no such directory", str(_norm(path).parent))
+        return parent
 
     # ---- Fs protocol ----
     def open(self, path: Path, *, create: bool = False) -> _MemFile:
         with self._lock:
             self._check()
-            path = Path(path)
-            node = self.entries.get(path)
+            p = _norm(path)
+            node = self._lookup(p)
+            if isinstance(node, _Dir):
+                raise IsADirectoryError(errno.EISDIR, "is a directory", str(p))
+            if node is None and not create:
+                raise FileNotFoundError(errno.ENOENT, "no such file", str(p))
             if node is None:
-                if not create:
-                    raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
-                if path.parent not in self.dirs:
-                    raise FileNotFoundError(errno.ENOENT, "no such directory", str(path.parent))
-                node = _Node()
-                self.entries[path] = node
+                parent = self._parent(p)
+                self.creates += 1
+                if self.creates in self.fail_creates:
+                    raise OSError(errno.EIO, f"injected create failure on {p}")
+                node = _File()
+                parent.entries[p.name] = node
+            handle = _MemFile(self, p, node)
+            if create:
                 self._after_mutation()
-            return _MemFile(self, path, node)
+            return handle
 
     def exists(self, path: Path) -> bool:
-        self._check()
-        return Path(path) in self.entries or Path(path) in self.dirs
+        with self._lock:
+            self._check()
+            return self._lookup(path) is not None
 
     def is_dir(self, path: Path) -> bool:
-        self._check()
-        return Path(path) in self.dirs
+        with self._lock:
+            self._check()
+            return isinstance(self._lookup(path), _Dir)
 
     def listdir(self, path: Path) -> list[str]:
-        self._check()
-        p = Path(path)
-        names = {q.name for q in self.entries if q.parent == p}
-        names |= {d.name for d in self.dirs if d.parent == p and d != p}
-        return sorted(names)
+        with self._lock:
+            self._check()
+            d = self._dir(path)
+            return [] if d is None else sorted(d.entries)
 
     def mkdir(self, path: Path) -> None:
         with self._lock:
             self._check()
-            p = Path(path)
-            created = False
-            for q in [*reversed(p.parents), p]:
-                if q not in self.dirs:
-                    self.dirs.add(q)
-                    created = True
-            if created:
-                self._after_mutation()
+            node = self.root
+            for part in _norm(path).parts[1:]:
+                nxt = node.entries.get(part)
+                if nxt is None:
+                    nxt = node.entries[part] = _Dir()
+                if not isinstance(nxt, _Dir):
+                    raise FileExistsError(errno.EEXIST, "a file is in the way", str(path))
+                node = nxt
+            self._after_mutation()
 
     def rename(self, src: Path, dst: Path) -> None:
         with self._lock:
             self._check()
-            node = self.entries.pop(Path(src))
-            self.entries[Path(dst)] = node
+            sp, dp = _norm(src), _norm(dst)
+            src_dir = self._parent(sp)
+            if sp.name not in src_dir.entries:
+                raise FileNotFoundError(errno.ENOENT, "no such file", str(sp))
+            dst_dir = self._parent(dp)
+            dst_dir.entries[dp.name] = src_dir.entries.pop(sp.name)
             self._after_mutation()
 
     def unlink(self, path: Path) -> None:
         with self._lock:
             self._check()
-            if self.entries.pop(Path(path), None) is not None:
-                self._after_mutation()
+            p = _norm(path)
+            parent = self._dir(p.parent)
+            if parent is not None and isinstance(parent.entries.get(p.name), _File):
+                del parent.entries[p.name]
+            self._after_mutation()
 
     def rmtree(self, path: Path) -> None:
         with self._lock:
             self._check()
-            p = Path(path)
-            for q in [q for q in self.entries if p == q or p in q.parents]:
-                del self.entries[q]
-            for d in [d for d in self.dirs if d == p or p in d.parents]:
-                self.dirs.discard(d)
-                self.durable_entries.pop(d, None)
+            p = _norm(path)
+            parent = self._dir(p.parent)
+            if parent is not None:
+                parent.entries.pop(p.name, None)
             self._after_mutation()
 
     def fsync_dir(self, path: Path) -> None:
         with self._lock:
             self._check()
-            p = Path(path)
-            self.durable_entries[p] = {q.name: n for q, n in self.entries.items() if q.parent == p}
+            d = self._dir(path)
+            if d is None:
+                raise FileNotFoundError(errno.ENOENT, "no such directory", str(path))
+            self.dir_syncs += 1
+            if self.dir_syncs in self.fail_dir_syncs:
+                raise OSError(errno.EIO, f"injected directory fsync failure on {path}")
+            d.durable = dict(d.entries)
             self._after_mutation()
 
     def read_file(self, path: Path) -> bytes:
-        self._check()
-        node = self.entries.get(Path(path))
-        if node is None:
-            raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
-        return bytes(node.data)
+        with self._lock:
+            self._check()
+            node = self._lookup(path)
+            if not isinstance(node, _File):
+                raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+            return bytes(node.data)
 
     def map_file(self, path: Path) -> bytes:
         return self.read_file(path)
@@ -216,27 +318,60 @@ class FaultFs:
             return p
 
     def unlock(self, handle: object) -> None:
-        self.locks.discard(Path(str(handle)))
+        with self._lock:
+            self.locks.discard(Path(str(handle)))
+
+    # ---- inspection for tests ----
+    def durable_bytes(self, path: Path) -> bytes:
+        """The synced content of a file (regardless of its entry's durability)."""
+        with self._lock:
+            node = self._lookup(path)
+            if not isinstance(node, _File):
+                raise FileNotFoundError(errno.ENOENT, "no such file", str(path))
+            return node.durable
 
     # ---- power cut ----
     def crash_image(
-        self, keep_unsynced: Literal["none", "all", "random"] = "none", rng: random.Random | None = None
+        self, keep_unsynced: KeepUnsynced = "none", rng: random.Random | None = None
     ) -> FaultFs:
-        """A fresh FaultFs holding what a power cut right now would leave on disk."""
+        """A fresh FaultFs holding what a power cut right now would leave on disk: the
+        durable directory entries from the root down, each file at its synced content plus
+        (`all`) every later change, or (`random`) a prefix of them, the last possibly torn."""
         rng = rng or random.Random(0)
-        img = FaultFs()
-        img.dirs = set(self.dirs)
-        for d, names in self.durable_entries.items():
-            if d not in self.dirs:
-                continue
-            for name, node in names.items():
-                content = node.durable
-                if keep_unsynced == "all":
-                    content = bytes(node.data)
-                elif keep_unsynced == "random" and len(node.data) > len(node.durable):
-                    extra = rng.randint(0, len(node.data) - len(node.durable))
-                    content = bytes(node.data[: len(node.durable) + extra])
-                img.entries[d / name] = _Node(bytearray(content), content)
-        for d in img.dirs:
-            img.durable_entries[d] = {q.name: n for q, n in img.entries.items() if q.parent == d}
-        return img
+        with self._lock:
+            img = FaultFs()
+            img.root = self._image_dir(self.root, keep_unsynced, rng, {})
+            return img
+
+    def _image_dir(
+        self, d: _Dir, keep: KeepUnsynced, rng: random.Random, seen: dict[int, _File]
+    ) -> _Dir:
+        out = _Dir()
+        for name, node in sorted(d.durable.items()):
+            if isinstance(node, _Dir):
+                out.entries[name] = self._image_dir(node, keep, rng, seen)
+            else:
+                # A file reachable under two durable names (an unsynced rename) is one inode.
+                if id(node) not in seen:
+                    seen[id(node)] = _File(bytearray(self._image_content(node, keep, rng)))
+                out.entries[name] = seen[id(node)]
+        for node in out.entries.values():
+            if isinstance(node, _File):
+                node.durable = bytes(node.data)
+        out.durable = dict(out.entries)
+        return out
+
+    @staticmethod
+    def _image_content(node: _File, keep: KeepUnsynced, rng: random.Random) -> bytes:
+        if keep == "none":
+            return node.durable
+        if keep == "all":
+            return bytes(node.data)
+        buf = bytearray(node.durable)
+        k = rng.randint(0, len(node.pending))
+        for i, op in enumerate(node.pending[:k]):
+            kind, at, chunk = op
+            if i == k - 1 and kind == "w" and len(chunk) > 1 and rng.random() < 0.5:
+                op = (kind, at, chunk[: rng.randint(1, len(chunk) - 1)])  # torn writeback
+            _apply(buf, op)
+        return bytes(buf)

@@ -161,7 +161,13 @@ class TopicState:
                     lst.append(seq)
 
     def replay_slot(
-        self, seq: int, ts: int, data: builtins.bytes, meta: builtins.bytes | None, node: str | None, tag: str | None
+        self,
+        seq: int,
+        ts: int,
+        data: builtins.bytes,
+        meta: builtins.bytes | None,
+        node: str | None,
+        tag: str | None,
     ) -> None:
         """Recovery's `append_slot` for `seq == head + 1` (checked by the caller)."""
         size = len(data) + (len(meta) if meta is not None else 0)

@@ -28,6 +28,7 @@ from seglog.http.auth import KeyRing, Principal, bearer_token
 from seglog.http.errors import error_response
 from seglog.http.openapi import openapi_bytes
 
+ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
 
@@ -70,7 +71,9 @@ class Guard:
         path: str = scope["path"]
         auth_on = st.keyring.enabled
         principal: Principal | None = st.keyring.full_access
-        if auth_on and (path not in PROBE_PATHS or st.settings.probe_auth):
+        # The SSE watch stream authenticates by session binding (API §1.2, §7.2), not up front.
+        exempt = path.startswith("/v0/watch/") and scope["method"] in ("GET", "HEAD")
+        if auth_on and not exempt and (path not in PROBE_PATHS or st.settings.probe_auth):
             principal = st.keyring.authenticate(bearer_token(_header(scope, b"authorization")))
             if principal is None:
                 await _send_error(
@@ -136,13 +139,10 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/v0/metrics", health.metrics, methods=["GET"]),
         Route("/v0/openapi.json", openapi, methods=["GET"]),
         Route("/v0/topics", topics.list_topics, methods=["GET"]),
-        Route(
-            "/v0/topics/{topic}",
-            topics.topic_root,
-            methods=["GET", "PUT", "DELETE", "POST"],
-        ),
-        Route("/v0/topics/{topic}/diff", records.diff, methods=["POST"]),
-        Route("/v0/topics/{topic}/delete", records.delete, methods=["POST"]),
+        Route("/v0/topics/{topic}", topics.topic_root, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/diff", records.diff, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/delete", records.delete, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
     ]
 
     async def http_error(_request: Request, exc: Exception) -> Response:
@@ -168,5 +168,6 @@ def build_app(state: ServerState) -> ASGIApp:
             Exception: crash,
         },
     )
+    app.router.redirect_slashes = False  # `/v0/topics/` is 404, never a redirect
     app.state.seglog = state
     return Guard(app, state)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from seglog.model import (
     Record,
     RecordIn,
     Selector,
+    TopicConfig,
     TopicInfo,
     WriteResult,
 )
@@ -119,11 +121,34 @@ def is_json_content_type(value: str | None) -> bool:
     return value is not None and value.lstrip().startswith("application/json")
 
 
+# A run of 19+ digits may be an integer literal outside the 64-bit range, which orjson
+# would silently turn into a float. Only then is the body re-checked precisely.
+_LONG_DIGITS = re.compile(rb"\d{19,}")
+_I64_MIN = -(2**63)
+_U64_MAX = 2**64 - 1
+
+
+def _check_int(text: str) -> int:
+    value = int(text)
+    if not _I64_MIN <= value <= _U64_MAX:
+        raise ValueError(f"integer {text[:40]} is outside the 64-bit range")
+    return value
+
+
 def parse_json_body(raw: bytes | bytearray | memoryview) -> Any:
     try:
-        return orjson.loads(raw)
+        obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise invalid(f"malformed JSON body: {e}") from None
+    if _LONG_DIGITS.search(raw):
+        try:
+            json.loads(bytes(raw), parse_int=_check_int)
+        except ValueError as e:
+            raise invalid(
+                f"malformed JSON body: {e}; integers must fit in 64 bits "
+                "(send larger numbers as strings)"
+            ) from None
+    return obj
 
 
 def valid_topic_name(name: object) -> bool:
@@ -285,6 +310,14 @@ def parse_delete(obj: Any) -> DeleteRequest:
 
 
 # --------------------------------------------------------------------------- query strings
+
+
+def parse_config(obj: Any) -> TopicConfig:
+    """A request's topic config object; type errors carry the API §0.2 message prefix."""
+    try:
+        return TopicConfig.from_dict(obj)
+    except SeglogError as e:
+        raise invalid(f"malformed JSON body: {e.message}", e.detail) from None
 
 
 def parse_bool_query(value: str | None, default: bool) -> bool:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
+
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -17,9 +20,12 @@ from seglog.http.common import (
     require,
     started,
 )
+from seglog.http.topics import method_not_allowed
 
 
 async def diff(request: Request) -> Response:
+    if request.method != "POST":
+        return method_not_allowed(request)
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.READ,), name)
@@ -38,13 +44,37 @@ async def diff(request: Request) -> Response:
         and not st.shutting_down
     ):
         if engine.head_of(name) == res.head_seq:
-            await st.waiters.wait([name], req.wait_ms / 1000.0)
+            woken = await _wait_unless_disconnected(
+                request, st.waiters.wait([name], req.wait_ms / 1000.0)
+            )
+            if woken is None:
+                return Response(status_code=499)  # the client is gone; nobody reads this
         res = engine.read(name, req.from_seq, req.limit, frozenset(req.nodes), req.max_batch_bytes)
     body = codec.encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
     return json_response(body)
 
 
+async def _wait_unless_disconnected(request: Request, waiting: Awaitable[bool]) -> bool | None:
+    """Await `waiting`, or return None as soon as the client disconnects (so its
+    in-flight slot is released at once, API §11)."""
+    wait_task = asyncio.ensure_future(waiting)
+
+    async def disconnected() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    gone = asyncio.ensure_future(disconnected())
+    try:
+        done, _ = await asyncio.wait({wait_task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (wait_task, gone):
+            task.cancel()
+    return None if gone in done and wait_task not in done else wait_task.result()
+
+
 async def delete(request: Request) -> Response:
+    if request.method != "POST":
+        return method_not_allowed(request)
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.DELETE,), name)

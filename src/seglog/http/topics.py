@@ -21,18 +21,32 @@ from seglog.http.common import (
     require,
     started,
 )
-from seglog.model import TopicConfig
+from seglog.model import TopicType
 
 
 async def topic_root(request: Request) -> Response:
     method = request.method
-    if method == "GET":
+    if method in ("GET", "HEAD"):
         return await get_topic(request)
     if method == "PUT":
         return await put_topic(request)
     if method == "DELETE":
         return await delete_topic(request)
-    return await append(request)
+    if method == "POST":
+        return await append(request)
+    return method_not_allowed(request)
+
+
+def method_not_allowed(request: Request) -> Response:
+    """API §1.3: any other method under a topic needs write scope on it; then 405."""
+    require(request, (Scope.WRITE,), request.path_params["topic"])
+    raise SeglogError(ErrorCode.METHOD_NOT_ALLOWED, f"{request.method} is not allowed here")
+
+
+async def other_subpath(request: Request) -> Response:
+    """An unknown sub-path under a topic: write scope on the topic, then 404."""
+    require(request, (Scope.WRITE,), request.path_params["topic"])
+    raise SeglogError(ErrorCode.NOT_FOUND, "no such route")
 
 
 async def get_topic(request: Request) -> Response:
@@ -42,7 +56,11 @@ async def get_topic(request: Request) -> Response:
     touch = codec.parse_bool_query(request.query_params.get("touch"), True)
     engine = server_state(request).engine
     info = await blocking(engine.get_topic, name, touch)
-    return json_response(codec.encode_topic_info(info, elapsed_ms(t0)))
+    queue = None
+    if info.config.type is TopicType.QUEUE:
+        # No lease machinery in this build: every live job is ready, none in flight.
+        queue = codec.QueueCounts(ready=info.count, in_flight=0, dead_lettered=0)
+    return json_response(codec.encode_topic_info(info, elapsed_ms(t0), queue))
 
 
 async def put_topic(request: Request) -> Response:
@@ -53,7 +71,7 @@ async def put_topic(request: Request) -> Response:
     raw = await read_body(request, st.settings.max_body_bytes)
     if not valid_topic_name(name):
         raise invalid(f"invalid topic name {name!r}", {"topic": name})
-    config = TopicConfig.from_dict(json_body(request, raw, empty_ok=True))
+    config = codec.parse_config(json_body(request, raw, empty_ok=True))
     res = await blocking(st.engine.put_topic, name, config)
     return json_response(codec.encode_put_topic(res, elapsed_ms(t0)), 201 if res.created else 200)
 
@@ -83,7 +101,7 @@ async def append(request: Request) -> Response:
     exists = name in engine.topics
     config = None
     if req.config is not None:
-        config = TopicConfig.from_dict(req.config)
+        config = codec.parse_config(req.config)
         if not exists and not p.has(Scope.ADMIN):
             raise SeglogError(
                 ErrorCode.FORBIDDEN,

@@ -1,6 +1,6 @@
 """Benchmark: records/s of the Spark connector vs the plain client, on one machine.
 
-    python examples/bench_spark.py --records 1000000 --master 'local[2]'
+    python benchmarks/bench_spark.py --records 1000000 --master 'local[2]'
 
 Starts its own server on a temp data dir, loads N records into one topic, then measures:
 1. client  — `seglog.client` paging `diff` over the whole topic in this one process;
@@ -97,7 +97,6 @@ def client_read(url: str, topic: str) -> int:
 
 def files_read(data_dir: Path) -> int:
     from seglog.core.framing import decode_blob
-
     from seglog.storage.fs import RealFs
     from seglog.storage.segment import iter_segment, list_topic_segments
     from seglog.storage.snapshot import load_latest_snapshot
