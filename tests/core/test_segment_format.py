@@ -21,6 +21,7 @@ from seglog.core.segment_format import (
     idx_lookup,
     idx_view,
     iter_frames,
+    run_blobs,
     scan_del_flags,
     ts_search,
 )
@@ -67,6 +68,12 @@ def test_round_trip(seg: tuple[list[SegmentRecord], int]) -> None:
         assert int(idx[i]["ts"]) == r.ts
         assert int(idx[i]["flags"]) == (r.tag is not None) | (r.node is not None) << 1
     assert end == len(data)
+    offsets, lengths = idx["offset"].tolist(), idx["len"].tolist()
+    for lo in range(len(recs)):
+        sub_off, sub_len = offsets[lo:], lengths[lo:]
+        chunk = data[sub_off[0] :]
+        rel = [o - sub_off[0] for o in sub_off]
+        assert run_blobs(chunk, first + lo, rel, sub_len) == [r.blob for r in recs[lo:]]
 
 
 def test_hand_computed_frame_and_index_entry() -> None:
@@ -198,3 +205,27 @@ def _idx_with_ts(ts: list[int]) -> np.ndarray:
 def test_ts_search_first_entry_at_or_after(ts: list[int], target: int, expected: int) -> None:
     assert ts_search(_idx_with_ts(ts), target) == expected
     assert expected == next((i for i, t in enumerate(ts) if t >= target), len(ts))
+
+
+def test_run_blobs_verifies_every_frame_like_decode_frame() -> None:
+    data, first_len = _two_frames()
+    offsets, lengths = [0, first_len], [first_len, len(data) - first_len]
+    assert run_blobs(data, 41, offsets, lengths) == [
+        b'{"d":{"x":1},"m":{"k":"v"}}',
+        b'{"d":2}',
+    ]
+    for pos in range(len(data)):
+        if pos in (first_len - 1, len(data) - 1):
+            continue  # del_flag bytes are outside the checksum by design
+        bad = bytearray(data)
+        bad[pos] ^= 0x01
+        with pytest.raises(SegmentCorruption):
+            run_blobs(bytes(bad), 41, offsets, lengths)
+    with pytest.raises(SegmentCorruption, match="holds seq 41"):
+        run_blobs(data, 40, offsets, lengths)
+    with pytest.raises(SegmentCorruption, match="out of range"):
+        run_blobs(data[:-1], 41, offsets, lengths)
+    with pytest.raises(SegmentCorruption):
+        run_blobs(data, 41, [0, first_len - 1], lengths)
+    with pytest.raises(SegmentCorruption, match="index length"):
+        run_blobs(data, 41, offsets, [first_len + 1, len(data) - first_len])

@@ -133,6 +133,9 @@ def test_flipped_byte_raises_on_read_and_iter(tmp_path: Path, where: str) -> Non
             s.read(info, 3)
         assert s.read(info, 2).seq == 2 and s.read(info, 4).seq == 4
         with pytest.raises(SegmentCorruption, match="seq 3"):
+            s.read_run(info, 1, 5)
+        assert s.read_run(info, 4, 5) == [r.blob for r in records(4, 2)]
+        with pytest.raises(SegmentCorruption, match="seq 3"):
             list(s.iter_records(info))
         with pytest.raises(SegmentCorruption, match="seq 3"):
             s.read_del_flags(info)
@@ -261,3 +264,24 @@ def test_list_spares_a_pair_being_sealed(tmp_path: Path) -> None:
     info = store.seal(records(1, 3), 1)
     assert listed[0] == [] and listed[1] == [info]
     assert store.list() == [info]
+
+
+def test_read_run_clamps_to_the_segment_and_checks_the_index(tmp_path: Path) -> None:
+    store = make_store(tmp_path)
+    recs = records(11, 10, dead=(13,))
+    info = store.seal(recs, 11)
+    assert store.read_run(info, 11, 20) == [r.blob for r in recs]
+    assert store.read_run(info, 5, 12) == [r.blob for r in recs[:2]]
+    assert store.read_run(info, 19, 99) == [r.blob for r in recs[-2:]]
+    assert store.read_run(info, 21, 30) == []
+    idx = bytearray(info.idx_path.read_bytes())
+    idx[20 * 4 : 20 * 4 + 4] = (10**6).to_bytes(4, "little")  # seq 15 points past the end
+    info.idx_path.write_bytes(bytes(idx))
+    fresh = make_store(tmp_path)
+    assert fresh.read_run(info, 11, 14) == [r.blob for r in recs[:4]]
+    with pytest.raises(SegmentCorruption, match=r"seqs 15\.\.15: .* outside the data file"):
+        fresh.read_run(info, 15, 15)
+    with pytest.raises(SegmentCorruption):
+        fresh.read_run(info, 11, 20)
+    fresh.close()
+    store.close()

@@ -702,7 +702,7 @@ class Engine:
             self.retain(t, now)
             segs = t.segments
             cold_before = segs.cold_reads if segs is not None else 0
-            loader = segs.load if segs is not None else _no_payload
+            loader = segs.load_run if segs is not None else _no_payload
             recs, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now, loader)
             t.last_read_ts = now
             t.last_consumed_ms = now
@@ -716,7 +716,7 @@ class Engine:
         return sum(t.bytes for t in list(self.topics.values()))
 
 
-def _no_payload(seq: int) -> tuple[bytes, bytes | None]:
+def _no_payload(seq: int, _last: int) -> list[tuple[bytes, bytes | None]]:
     raise LookupError(f"seq {seq}: payload missing on an ephemeral topic")
 
 

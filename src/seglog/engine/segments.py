@@ -75,6 +75,17 @@ class TopicSegments:
         rec = self.store.read(info, seq)
         return decode_blob(rec.blob)
 
+    def load_run(self, seq: int, last: int) -> list[tuple[bytes, bytes | None]]:
+        """Payloads of `seq..last`, clamped to the sealed segment holding `seq` (at least
+        one). Sequential readers take a run at a time; dead slots in it decode harmlessly."""
+        info = self.locate(seq)
+        if info is None:
+            raise LookupError(f"seq {seq} has no payload in memory and no sealed segment")
+        blobs = self.store.read_run(info, seq, last)
+        if info.tier == "cold":
+            self.cold_reads += len(blobs)
+        return [decode_blob(b) for b in blobs]
+
     # ---- sealing -----------------------------------------------------------------------
     def seal_range(self, t: TopicState, now: int, force: bool = False) -> tuple[int, int] | None:
         """Under the lock: the `[first, last]` range to seal now, or None (§4.4 triggers)."""
@@ -103,20 +114,24 @@ class TopicSegments:
     def capture(self, t: TopicState, first: int, last: int) -> list[SegmentRecord]:
         """Under the lock: the immutable records of `[first, last]` (holes flagged dead)."""
         out: list[SegmentRecord] = []
-        origin = t.origin
+        add = out.append
+        origin, front = t.origin, t.front
+        ts_col, data_col, meta_col, dead = t.ts, t.data, t.meta, t.dead
+        node_col, tag_col = t.node, t.tag
         for seq in range(first, last + 1):
             i = seq - origin
-            if i < 0 or i < t.front or t.dead[i]:
-                ts = t.ts[i] if i >= 0 else 0
-                out.append(SegmentRecord(seq, ts, None, None, HOLE_BLOB, True))
+            if i < 0 or i < front or dead[i]:
+                add(SegmentRecord(seq, ts_col[i] if i >= 0 else 0, None, None, HOLE_BLOB, True))
                 continue
-            data = t.data[i]
+            data = data_col[i]
             if data is None:
                 data, meta = self.load(seq)
             else:
-                meta = t.meta[i]
-            out.append(
-                SegmentRecord(seq, t.ts[i], t.node[i], t.tag[i], encode_blob(data, meta), False)
+                meta = meta_col[i]
+            add(
+                SegmentRecord(
+                    seq, ts_col[i], node_col[i], tag_col[i], encode_blob(data, meta), False
+                )
             )
         return out
 

@@ -408,9 +408,11 @@ class TopicState:
         nodes: frozenset[str],
         max_bytes: int,
         now: int,
-        load_payload: Callable[[int], tuple[builtins.bytes, builtins.bytes | None]],
+        load_run: Callable[[int, int], list[tuple[builtins.bytes, builtins.bytes | None]]],
     ) -> tuple[list[Record], int, Any, int]:
-        """SEMANTICS §4.4–§4.5. Returns (records, next_from_seq, tombstone, scanned)."""
+        """SEMANTICS §4.4–§4.5. Returns (records, next_from_seq, tombstone, scanned).
+
+        Payloads that left memory come from `load_run(seq, last)`, a run at a time."""
         tomb, pos = tombstone_for(cursor, self.floors(), self.base_seq, self.head)
         head = self.head
         ttl = self.config.ttl_ms
@@ -420,6 +422,8 @@ class TopicState:
         used = 0
         scanned = 0
         origin, front = self.origin, self.front
+        run: list[tuple[builtins.bytes, builtins.bytes | None]] = []
+        run_first = 0
         seq = pos + 1
         while seq <= head and len(out) < limit and scanned < MAX_SLOTS_EXAMINED:
             i = seq - origin
@@ -441,7 +445,10 @@ class TopicState:
                 break
             data = self.data[i]
             if data is None:
-                data, meta = load_payload(seq)
+                if not run_first <= seq < run_first + len(run):
+                    run_first = seq
+                    run = load_run(seq, min(head, seq + limit - len(out) - 1))
+                data, meta = run[seq - run_first]
             else:
                 meta = self.meta[i]
             out.append(Record(seq, ts, data, meta, node, self.tag[i]))

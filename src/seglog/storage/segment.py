@@ -48,6 +48,7 @@ from seglog.core.segment_format import (
     idx_lookup,
     idx_view,
     iter_frames,
+    run_blobs,
     scan_del_flags,
 )
 from seglog.storage.datadir import make_dirs_durably
@@ -332,6 +333,36 @@ class SegmentStore:
                 f"index length {length} != framed length {end - offset}"
             )
         return rec
+
+    def read_run(self, info: SegmentInfo, first: int, last: int) -> builtins.list[bytes]:
+        """The verified payload blobs of `first..last` (clamped to the segment), for
+        sequential reads: one map lookup, one index slice and one copy for the whole run."""
+        first, last = max(first, info.first_seq), min(last, info.last_seq)
+        if first > last:
+            return []
+        m = self._cached(info.data_path)
+        if m is None:
+            m = self._mapped(*self.resolve(info))
+        lo, hi = first - info.first_seq, last - info.first_seq + 1
+        if hi > len(m.idx):
+            raise SegmentCorruption(
+                f"segment corruption: seq {last}: index of {info.data_path} is too short"
+            )
+        entries = m.idx[lo:hi]
+        offsets: builtins.list[int] = entries["offset"].tolist()
+        lengths: builtins.list[int] = entries["len"].tolist()
+        base = offsets[0]
+        stop = offsets[-1] + lengths[-1]
+        if base < 0 or stop > len(m.data) or stop < base:
+            raise SegmentCorruption(
+                f"segment corruption: seqs {first}..{last}: index of {info.data_path} points "
+                f"outside the data file"
+            )
+        chunk = bytes(m.data[base:stop])
+        try:
+            return run_blobs(chunk, first, [o - base for o in offsets], lengths)
+        except SegmentCorruption as e:
+            raise SegmentCorruption(f"{e} in {info.data_path} (run from offset {base})") from None
 
     def iter_records(self, info: SegmentInfo) -> Iterator[SegmentRecord]:
         """Every record of the segment in seq order, checksums verified."""
