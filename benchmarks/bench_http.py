@@ -7,6 +7,8 @@ hello-world served by granian exactly as seglog is served, with the same connect
 
 - single-record write-ack latency p50/p99 per durability class (one connection, one request
   in flight, HTTP/1.1 keep-alive);
+- fsync-class group commit: single-record writes over 1/8/64 connections, with the
+  records per fdatasync read from `/v0/metrics`;
 - batched write throughput: 8 concurrent writers × batch 100 × 100-byte records;
 - diff throughput at limit 1/256/1000 (4 connections, each request reads the next window
   of a topic pre-filled with 200k records, so reads move through sealed segments).
@@ -91,6 +93,14 @@ def http(method: str, url: str, body: object | None = None) -> dict[str, object]
         return json.loads(r.read())  # type: ignore[no-any-return]
 
 
+def fsyncs(base: str) -> int:
+    with urllib.request.urlopen(f"{base}/v0/metrics", timeout=30) as r:
+        for line in r.read().decode().splitlines():
+            if line.startswith("topics_wal_fsyncs_total"):
+                return int(float(line.split()[-1]))
+    raise RuntimeError("topics_wal_fsyncs_total missing from /v0/metrics")
+
+
 def wait_up(url: str) -> None:
     for _ in range(600):
         try:
@@ -148,6 +158,26 @@ def bench(base: str, hello: str, wrk: Wrk, quick: bool) -> dict[str, object]:
             f"  ({s['rps']:,.0f} req/s, 1 conn)"
         )
     out["write_ack_latency"] = lat
+
+    # Group commit over HTTP: many single-record fsync-class writers share fdatasyncs.
+    group: dict[str, dict[str, float]] = {}
+    for conns in (1, 8, 64):
+        topic = f"gc-{conns}"
+        http("PUT", f"{base}/v0/topics/{topic}", {"durability": "fsync"})
+        before = fsyncs(base)
+        s = wrk.post(f"{base}/v0/topics/{topic}", conns, one)
+        per_fsync = s["requests"] / max(fsyncs(base) - before, 1)
+        group[str(conns)] = {
+            "records_per_s": round(s["rps"]),
+            "p50_ms": s["p50_us"] / 1000,
+            "p99_ms": s["p99_us"] / 1000,
+            "records_per_fsync": round(per_fsync, 1),
+        }
+        print(
+            f"fsync single-record writes, {conns:2} conns: {s['rps']:,.0f} records/s, "
+            f"p50 {s['p50_us'] / 1000:.2f} ms, {per_fsync:.1f} records/fsync"
+        )
+    out["fsync_group_commit"] = group
 
     batch = json.dumps({"records": [{"data": "y" * 98} for _ in range(100)]}).encode()
     thr: dict[str, int] = {}

@@ -2,9 +2,9 @@
 
 Each shard is one writer thread that owns its directory and active file; submissions
 (an atomic list of frames, one durable flag, one `Commit`) arrive through a bounded queue.
-The writer takes one submission, then everything queued; when the batch is durable and
-others are arriving it keeps collecting in 0.5 ms slices (≤ 10 ms), so one fdatasync
-serves many writers, while a lone durable write is synced at once. One write per batch at
+The writer takes one submission, then everything queued, and writes it as one batch: a
+lone durable write is synced at once, and whatever arrives during that fdatasync becomes
+the next batch, so under load one fdatasync serves many writers. One write per batch at
 the logical tail; on a write or sync error every handle of the batch fails and the tail
 rewinds (later batches overwrite bytes nobody was told were durable).
 
@@ -57,8 +57,6 @@ from seglog.storage.fs import File, Fs, write_all_at
 FILE_SIZE = 64 << 20
 QUEUE_SIZE = 4096
 TAKE_TIMEOUT_S = 0.05
-SLICE_S = 0.0005
-WINDOW_S = 0.010
 SYNC_EVERY_BYTES = 8 << 20  # bounds the re-send window and what a crash can drop
 SYNC_EVERY_S = 1.0
 FSYNC_BUCKETS_US = (50, 100, 250, 500, 1000, 5000, 10000, 50000, 100000)
@@ -338,16 +336,9 @@ class _Shard:
                 if self.idle_sync and self._dirty():
                     self._background_sync()
                 continue
-            if len(batch) > 1 and not stopping and any(s.durable for s in batch):
-                # Writers are arriving together: give the rest of the group a chance to
-                # join this fsync (slices of 0.5 ms, at most 10 ms, stop on a quiet slice).
-                deadline = time.perf_counter() + WINDOW_S
-                while time.perf_counter() < deadline:
-                    time.sleep(SLICE_S)
-                    more, stopping = self._take(None)
-                    batch.extend(more)
-                    if not more or stopping:
-                        break
+            # No gathering window: whatever queued while the previous fdatasync ran is
+            # the next group, so the group size follows the load by itself. A sleeping
+            # window measured slower (it waited on writers that were waiting on it).
             if batch:
                 self._inflight = [sub.commit for sub in batch]
                 self._commit(batch)
