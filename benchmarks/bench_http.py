@@ -177,6 +177,12 @@ def bench(base: str, hello: str, wrk: Wrk, quick: bool) -> dict[str, object]:
             f"fsync single-record writes, {conns:2} conns: {s['rps']:,.0f} records/s, "
             f"p50 {s['p50_us'] / 1000:.2f} ms, {per_fsync:.1f} records/fsync"
         )
+    # Same-run baseline: the same requests on a disk-class topic (acked after the buffered
+    # WAL write, no fdatasync wait) show the request path's own ceiling at 64 connections.
+    http("PUT", f"{base}/v0/topics/gc-disk", {"durability": "disk"})
+    s = wrk.post(f"{base}/v0/topics/gc-disk", 64, one)
+    group["disk_64_baseline"] = {"records_per_s": round(s["rps"]), "p50_ms": s["p50_us"] / 1000}
+    print(f"disk  single-record writes, 64 conns: {s['rps']:,.0f} records/s (baseline)")
     out["fsync_group_commit"] = group
 
     batch = json.dumps({"records": [{"data": "y" * 98} for _ in range(100)]}).encode()

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import orjson
 
+from seglog.core.jsonbytes import json_bytes
 from seglog.errors import invalid
 
 MAX_RECORD_BYTES = 1_048_576
@@ -242,7 +243,8 @@ class RecordIn:
         data: Any, meta: Any = None, node: str | None = None, tag: str | None = None
     ) -> RecordIn:
         """Build from Python values (meta None = absent)."""
-        return RecordIn(orjson.dumps(data), None if meta is None else orjson.dumps(meta), node, tag)
+        meta_json = None if meta is None else json_bytes(meta)
+        return RecordIn(json_bytes(data), meta_json, node, tag)
 
     @property
     def size(self) -> int:

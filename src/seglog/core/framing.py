@@ -41,6 +41,7 @@ from typing import Self
 import orjson
 import xxhash
 
+from seglog.core.jsonbytes import json_bytes
 from seglog.model import Selector
 
 
@@ -381,7 +382,7 @@ def decode_blob(blob: bytes) -> tuple[bytes, bytes | None]:
         raise FrameError(f"payload blob is not JSON: {e}") from None
     if not isinstance(obj, dict) or "d" not in obj or not obj.keys() <= {"d", "m"}:
         raise FrameError("payload blob is not {'d': ...[, 'm': ...]}")
-    return orjson.dumps(obj["d"]), (orjson.dumps(obj["m"]) if "m" in obj else None)
+    return json_bytes(obj["d"]), (json_bytes(obj["m"]) if "m" in obj else None)
 
 
 # ---- control bodies --------------------------------------------------------------------

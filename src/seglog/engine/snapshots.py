@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from seglog.core.jsonbytes import json_bytes
 from seglog.engine.topic import TopicState
 from seglog.model import Durability, TopicConfig
 from seglog.storage.snapshot import write_snapshot
@@ -90,17 +91,19 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
     t.origin = max(base, 1)
     t.head = t.origin - 1
     t.reserved = t.head
+    replay, dumps, origin = t.replay_slot, json_bytes, t.origin
     for rec in entry.get("records", []):
         seq = int(rec["seq"])
-        if seq < t.origin or seq > head:
+        if seq < origin or seq > head:
             continue
-        if seq > t.head + 1:
-            t.append_holes(seq - 1, int(rec["ts"]))
-        data = orjson.dumps(rec["data"])
-        meta = orjson.dumps(rec["meta"]) if rec.get("meta") is not None else None
-        size = len(data) + (len(meta) if meta is not None else 0)
-        t.append_slot(seq, int(rec["ts"]), data, meta, rec.get("node"), rec.get("tag"), size)
-        t.last_write_ts = int(rec["ts"])
+        ts = int(rec["ts"])
+        if seq != t.head + 1:
+            if seq <= t.head:
+                raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {seq}")
+            t.append_holes(seq - 1, ts)
+        meta = rec.get("meta")
+        meta_json = None if meta is None else dumps(meta)
+        replay(seq, ts, dumps(rec["data"]), meta_json, rec.get("node"), rec.get("tag"))
     if t.head < head:
         t.append_holes(head, t.ts[-1] if t.ts else 0)
     t.head = head

@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from seglog.core import names
+from seglog.core.jsonbytes import json_bytes
 from seglog.errors import ErrorCode, SeglogError, invalid
 from seglog.model import (
     DEFAULT_BATCH_BYTES,
@@ -73,7 +74,7 @@ def _utf8_len(value: str, field: str) -> int:
 
 def _dumps(value: Any, field: str) -> bytes:
     try:
-        return orjson.dumps(value)
+        return json_bytes(value)
     except orjson.JSONEncodeError as e:
         raise _malformed(f"{field} cannot be encoded as JSON: {e}") from None
 
@@ -222,7 +223,7 @@ def _parse_record(i: int, rec: Any, batch_node: str | None) -> RecordIn:
     if type(rec) is dict and len(rec) == 1 and "data" in rec:
         # The common `{"data": ...}` record: no optional field to check.
         try:
-            data_json = orjson.dumps(rec["data"])
+            data_json = json_bytes(rec["data"])
         except orjson.JSONEncodeError:
             pass  # the full path below reports it
         else:
