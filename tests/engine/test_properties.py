@@ -75,14 +75,14 @@ class Harness:
             t.config,
         )
 
-    def read_from(self, cursor: int) -> None:
+    def read_from(self, cursor: int, limit: int = 3, max_bytes: int = 1_048_576) -> None:
         e = self.engine
         head = e.topics["p"].head
         seen: list[int] = []
         gaps: list[tuple[int, int]] = []
         pos = cursor
-        for _ in range(200):
-            r = e.read("p", pos, limit=3)
+        for _ in range(400):
+            r = e.read("p", pos, limit=limit, max_bytes=max_bytes)
             if r.tombstone is not None:
                 assert self.cfg.has_retention or pos > head, r.tombstone
                 gaps.append((r.tombstone.gap_from, r.tombstone.gap_to))
@@ -151,6 +151,7 @@ class Harness:
         head = self.engine.topics["p"].head
         for cursor in {0, 1, head // 2, max(head - 1, 0), head}:
             self.read_from(cursor)
+        self.read_from(0, limit=1000, max_bytes=24)  # the byte budget ends most reads
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

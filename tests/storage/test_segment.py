@@ -274,6 +274,18 @@ def test_read_run_clamps_to_the_segment_and_checks_the_index(tmp_path: Path) -> 
     assert store.read_run(info, 5, 12) == [r.blob for r in recs[:2]]
     assert store.read_run(info, 19, 99) == [r.blob for r in recs[-2:]]
     assert store.read_run(info, 21, 30) == []
+    framed = [
+        int.from_bytes(info.idx_path.read_bytes()[i * 20 + 4 : i * 20 + 8], "little")
+        for i in range(10)
+    ]
+    assert store.read_run(info, 11, 20, max_bytes=1) == [recs[0].blob]
+    assert store.read_run(info, 11, 20, max_bytes=framed[0] + framed[1]) == [
+        r.blob for r in recs[:2]
+    ]
+    assert store.read_run(info, 11, 20, max_bytes=framed[0] + framed[1] + 1) == [
+        r.blob for r in recs[:3]
+    ]
+    assert store.read_run(info, 11, 20, max_bytes=10**9) == [r.blob for r in recs]
     idx = bytearray(info.idx_path.read_bytes())
     idx[20 * 4 : 20 * 4 + 4] = (10**6).to_bytes(4, "little")  # seq 15 points past the end
     info.idx_path.write_bytes(bytes(idx))

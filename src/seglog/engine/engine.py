@@ -716,7 +716,7 @@ class Engine:
         return sum(t.bytes for t in list(self.topics.values()))
 
 
-def _no_payload(seq: int, _last: int) -> list[tuple[bytes, bytes | None]]:
+def _no_payload(seq: int, _last: int, _max_bytes: int) -> list[tuple[bytes, bytes | None]]:
     raise LookupError(f"seq {seq}: payload missing on an ephemeral topic")
 
 

@@ -75,13 +75,16 @@ class TopicSegments:
         rec = self.store.read(info, seq)
         return decode_blob(rec.blob)
 
-    def load_run(self, seq: int, last: int) -> list[tuple[bytes, bytes | None]]:
-        """Payloads of `seq..last`, clamped to the sealed segment holding `seq` (at least
-        one). Sequential readers take a run at a time; dead slots in it decode harmlessly."""
+    def load_run(
+        self, seq: int, last: int, max_bytes: int = 0
+    ) -> list[tuple[bytes, bytes | None]]:
+        """Payloads of `seq..last`, clamped to the sealed segment holding `seq` and to about
+        `max_bytes` (at least one). Sequential readers take a run at a time; dead slots in it
+        decode harmlessly."""
         info = self.locate(seq)
         if info is None:
             raise LookupError(f"seq {seq} has no payload in memory and no sealed segment")
-        blobs = self.store.read_run(info, seq, last)
+        blobs = self.store.read_run(info, seq, last, max_bytes)
         if info.tier == "cold":
             self.cold_reads += len(blobs)
         return [decode_blob(b) for b in blobs]

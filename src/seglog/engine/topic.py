@@ -408,11 +408,12 @@ class TopicState:
         nodes: frozenset[str],
         max_bytes: int,
         now: int,
-        load_run: Callable[[int, int], list[tuple[builtins.bytes, builtins.bytes | None]]],
+        load_run: Callable[[int, int, int], list[tuple[builtins.bytes, builtins.bytes | None]]],
     ) -> tuple[list[Record], int, Any, int]:
         """SEMANTICS §4.4–§4.5. Returns (records, next_from_seq, tombstone, scanned).
 
-        Payloads that left memory come from `load_run(seq, last)`, a run at a time."""
+        Payloads that left memory come from `load_run(seq, last, max_bytes)`, a run at a
+        time, bounded by what is left of the record count and the byte budget."""
         tomb, pos = tombstone_for(cursor, self.floors(), self.base_seq, self.head)
         head = self.head
         ttl = self.config.ttl_ms
@@ -447,7 +448,8 @@ class TopicState:
             if data is None:
                 if not run_first <= seq < run_first + len(run):
                     run_first = seq
-                    run = load_run(seq, min(head, seq + limit - len(out) - 1))
+                    last = min(head, seq + limit - len(out) - 1)
+                    run = load_run(seq, last, max(max_bytes - used, 1))
                 data, meta = run[seq - run_first]
             else:
                 meta = self.meta[i]

@@ -334,8 +334,11 @@ class SegmentStore:
             )
         return rec
 
-    def read_run(self, info: SegmentInfo, first: int, last: int) -> builtins.list[bytes]:
-        """The verified payload blobs of `first..last` (clamped to the segment), for
+    def read_run(
+        self, info: SegmentInfo, first: int, last: int, max_bytes: int = 0
+    ) -> builtins.list[bytes]:
+        """The verified payload blobs of `first..last` (clamped to the segment and, when
+        `max_bytes` > 0, cut after the frame that reaches that many framed bytes), for
         sequential reads: one map lookup, one index slice and one copy for the whole run."""
         first, last = max(first, info.first_seq), min(last, info.last_seq)
         if first > last:
@@ -349,6 +352,10 @@ class SegmentStore:
                 f"segment corruption: seq {last}: index of {info.data_path} is too short"
             )
         entries = m.idx[lo:hi]
+        if max_bytes > 0 and len(entries) > 1:
+            framed = np.cumsum(entries["len"], dtype=np.int64)
+            entries = entries[: int(np.searchsorted(framed, max_bytes)) + 1]
+            last = first + len(entries) - 1
         offsets: builtins.list[int] = entries["offset"].tolist()
         lengths: builtins.list[int] = entries["len"].tolist()
         base = offsets[0]
