@@ -697,6 +697,7 @@ class Engine:
     ) -> ReadResult:
         """SEMANTICS §4.4–§4.5: records after the cursor, at most one tombstone."""
         t = self._topic(name)
+        self.warm_cold(name, from_seq, limit, max_bytes)
         now = self.clock.now_ms()
         with t.lock:
             self.retain(t, now)
@@ -708,6 +709,20 @@ class Engine:
             t.last_consumed_ms = now
             cold = (segs.cold_reads - cold_before) if segs is not None else 0
             return ReadResult(name, recs, nxt, t.head, t.earliest(), tomb, scanned, cold)
+
+    def reads_cold(self, name: str, from_seq: int, limit: int) -> bool:
+        """Whether a read of `limit` records after `from_seq` may touch the cold tier (an
+        event loop should then run the read in a thread)."""
+        segs = self._topic(name).segments
+        return segs is not None and segs.has_cold(from_seq + 1, from_seq + max(limit, 1))
+
+    def warm_cold(self, name: str, from_seq: int, limit: int, max_bytes: int) -> int:
+        """Page in the cold-tier bytes a read would need, without holding the topic lock
+        (STORAGE §4.5: a slow cold disk must not stall writers or live readers)."""
+        segs = self._topic(name).segments
+        if segs is None:
+            return 0
+        return int(segs.warm_cold(from_seq + 1, from_seq + max(limit, 1), max_bytes))
 
     def head_of(self, name: str) -> int:
         return self._topic(name).head

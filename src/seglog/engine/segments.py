@@ -75,9 +75,7 @@ class TopicSegments:
         rec = self.store.read(info, seq)
         return decode_blob(rec.blob)
 
-    def load_run(
-        self, seq: int, last: int, max_bytes: int = 0
-    ) -> list[tuple[bytes, bytes | None]]:
+    def load_run(self, seq: int, last: int, max_bytes: int = 0) -> list[tuple[bytes, bytes | None]]:
         """Payloads of `seq..last`, clamped to the sealed segment holding `seq` and to about
         `max_bytes` (at least one). Sequential readers take a run at a time; dead slots in it
         decode harmlessly."""
@@ -88,6 +86,29 @@ class TopicSegments:
         if info.tier == "cold":
             self.cold_reads += len(blobs)
         return [decode_blob(b) for b in blobs]
+
+    def warm_cold(self, first: int, last: int, max_bytes: int) -> int:
+        """Bring the cold-tier bytes of `first..last` into the page cache. Called without the
+        topic lock, so a slow cold disk delays only this reader, never writers (STORAGE §4.5);
+        best effort: a segment dropped or moved meanwhile is skipped, the read that follows
+        reports real problems."""
+        touched = 0
+        for info in list(self.sealed):
+            if info.tier != "cold" or info.last_seq < first or info.first_seq > last:
+                continue
+            try:
+                touched += self.store.warm_run(info, first, last, max_bytes - touched)
+                if touched >= max_bytes:
+                    break
+            except (OSError, ValueError):
+                continue
+        return touched
+
+    def has_cold(self, first: int, last: int) -> bool:
+        return any(
+            s.tier == "cold" and s.first_seq <= last and s.last_seq >= first
+            for s in list(self.sealed)
+        )
 
     # ---- sealing -----------------------------------------------------------------------
     def seal_range(self, t: TopicState, now: int, force: bool = False) -> tuple[int, int] | None:

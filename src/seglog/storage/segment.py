@@ -29,7 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from mmap import mmap
+from mmap import PAGESIZE, mmap
 from pathlib import Path
 from typing import Literal
 
@@ -370,6 +370,28 @@ class SegmentStore:
             return run_blobs(chunk, first, [o - base for o in offsets], lengths)
         except SegmentCorruption as e:
             raise SegmentCorruption(f"{e} in {info.data_path} (run from offset {base})") from None
+
+    def warm_run(self, info: SegmentInfo, first: int, last: int, max_bytes: int) -> int:
+        """Map `info` and touch one byte per page of the frames `first..last` (clamped, and
+        at most about `max_bytes`) so that a following `read_run` finds them in the page
+        cache; returns the bytes covered. Nothing is verified or copied here: callers use
+        it outside their locks and read properly afterwards."""
+        first, last = max(first, info.first_seq), min(last, info.last_seq)
+        if first > last:
+            return 0
+        m = self._cached(info.data_path)
+        if m is None:
+            m = self._mapped(*self.resolve(info))
+        lo, hi = first - info.first_seq, min(last - info.first_seq + 1, len(m.idx))
+        if lo >= hi:
+            return 0
+        base = int(m.idx[lo]["offset"])
+        stop = int(m.idx[hi - 1]["offset"]) + int(m.idx[hi - 1]["len"])
+        stop = min(stop, base + max(max_bytes, 1), len(m.data))
+        data = m.data
+        for off in range(base, stop, PAGESIZE):
+            data[off]  # the read is the point: it faults the page in
+        return max(stop - base, 0)
 
     def iter_records(self, info: SegmentInfo) -> Iterator[SegmentRecord]:
         """Every record of the segment in seq order, checksums verified."""

@@ -1,0 +1,79 @@
+"""Cold-tier reads (STORAGE §4.5): a slow cold disk delays only its reader. The cold bytes
+are paged in without the topic lock, so writers and hot readers of the same topic go on."""
+
+from __future__ import annotations
+
+import mmap
+import threading
+from pathlib import Path
+
+from seglog.clock import ManualClock
+from seglog.engine.engine import Engine, EngineOptions
+from seglog.engine.maintenance import relocate_cold, seal_topic
+from seglog.model import RecordIn, TopicConfig
+from seglog.storage.fs import RealFs
+
+
+class SlowColdFs(RealFs):
+    """Once armed, maps of files under `cold` wait on `gate` (a cold disk that stalls)."""
+
+    def __init__(self, cold: Path) -> None:
+        self.cold = cold
+        self.armed = False
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def map_file(self, path: Path) -> bytes | mmap.mmap:
+        if self.armed and self.cold in path.parents:
+            self.entered.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+        return super().map_file(path)
+
+
+def options(tmp_path: Path) -> EngineOptions:
+    return EngineOptions(
+        data_dir=tmp_path / "data",
+        cold_dir=tmp_path / "cold",
+        wal_shards=1,
+        segment_max_events=10,
+        hot_retain_segments=1,
+        segment_payload_cache=0,
+    )
+
+
+def test_a_stalled_cold_read_blocks_neither_writers_nor_hot_readers(tmp_path: Path) -> None:
+    e = Engine(options(tmp_path), clock=ManualClock())
+    e.open()
+    e.put_topic("t", TopicConfig())
+    for i in range(4):
+        e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
+        seal_topic(e, e.topics["t"], force=True)
+    assert relocate_cold(e, e.topics["t"]) == 3  # seqs 1..30 cold, 31..40 hot
+    e.close(snapshot=True)
+
+    fs = SlowColdFs(tmp_path / "cold")
+    e = Engine(options(tmp_path), fs=fs, clock=ManualClock())
+    e.open()
+    fs.armed = True  # recovery has verified the segments; reads map them afresh
+    for segs in (e.topics["t"].segments,):
+        segs.store._release_maps()
+    try:
+        assert e.reads_cold("t", 0, 5) and not e.reads_cold("t", 30, 5)
+        got: list[object] = []
+        reader = threading.Thread(target=lambda: got.append(e.read("t", 0, limit=25)))
+        reader.start()
+        assert fs.entered.wait(30)  # the reader is stuck on the cold disk ...
+        w = e.write("t", [RecordIn.of({"i": 40})])  # ... and the topic still takes writes
+        assert w.first_seq == 41
+        hot = e.read("t", 30, limit=100)  # ... and serves hot reads
+        assert [r.seq for r in hot.records] == list(range(31, 42))
+        assert reader.is_alive()
+        fs.gate.set()
+        reader.join(30)
+        (res,) = got
+        assert [r.seq for r in res.records] == list(range(1, 26))  # type: ignore[attr-defined]
+        assert [r.data for r in res.records] == [{"i": i} for i in range(25)]  # type: ignore[attr-defined]
+        assert res.cold_segments_read == 25  # type: ignore[attr-defined]
+    finally:
+        fs.gate.set()
+        e.close(snapshot=False)
