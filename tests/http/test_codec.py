@@ -646,3 +646,35 @@ def test_cursor_round_trip_property(name: str) -> None:
     except orjson.JSONEncodeError:  # lone surrogates cannot be encoded (never a real name)
         return
     assert codec.decode_cursor(cursor) == name
+
+
+_opt_text = st.none() | st.text(max_size=8)
+_json_leaf = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.text(max_size=8)
+
+
+@settings(max_examples=150, derandomize=True, database=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1), _json_leaf,
+            st.none() | _json_leaf, _opt_text, _opt_text,
+        ),
+        max_size=6,
+    ),
+    include_tags=st.booleans(),
+    include_meta=st.booleans(),
+)  # fmt: skip
+def test_records_array_is_byte_identical_to_record_objects(
+    rows: list[tuple[int, int, Any, Any, str | None, str | None]],
+    include_tags: bool,
+    include_meta: bool,
+) -> None:
+    recs = [
+        Record(seq, ts, orjson.dumps(d), None if m is None else orjson.dumps(m), node, tag)
+        for seq, ts, d, m, node, tag in rows
+    ]
+    res = read_result(records=recs)
+    body = codec.encode_read_result(res, include_tags, include_meta, 0.1)
+    expect = orjson.dumps([codec.record_object(r, include_tags, include_meta) for r in recs])
+    assert orjson.dumps(orjson.loads(body)["records"]) == expect
+    assert expect in body  # spliced as is, not re-encoded

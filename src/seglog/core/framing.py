@@ -372,10 +372,8 @@ def decode_blob(blob: bytes) -> tuple[bytes, bytes | None]:
     """Compact JSON of data and meta. A blob we wrote without meta is sliced, not parsed:
     any `"m"` anywhere sends it to the exact (parsing) path, so a data value that merely
     contains that text is still decoded correctly."""
-    if blob[:5] == b'{"d":' and blob[-1:] == b"}":
-        inner = blob[5:-1]
-        if b'"m"' not in inner:
-            return inner, None
+    if blob.startswith(b'{"d":') and blob.endswith(b"}") and blob.find(b'"m"', 5) < 0:
+        return blob[5:-1], None
     try:
         obj = orjson.loads(blob)
     except orjson.JSONDecodeError as e:

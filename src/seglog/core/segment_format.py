@@ -91,33 +91,60 @@ class SegmentRecord:
 def encode_segment(records: Sequence[SegmentRecord], first_seq: int) -> tuple[bytes, bytes]:
     """Both files of a segment, `(data, idx)`, in one pass. Records must be contiguous seqs
     from `first_seq`; raises `ValueError` otherwise or when a field does not fit its width."""
-    if not records:
+    for i, r in enumerate(records):
+        if r.seq != first_seq + i:
+            raise ValueError(f"segment records are not contiguous: seq {r.seq} != {first_seq + i}")
+    return encode_columns(
+        first_seq,
+        [r.ts for r in records],
+        [r.node for r in records],
+        [r.tag for r in records],
+        [r.blob for r in records],
+        [r.deleted for r in records],
+    )
+
+
+def encode_columns(
+    first_seq: int,
+    ts: Sequence[int],
+    nodes: Sequence[str | None],
+    tags: Sequence[str | None],
+    blobs: Sequence[bytes],
+    deleted: Sequence[int | bool],
+) -> tuple[bytes, bytes]:
+    """`encode_segment` for records given as equal-length columns (seq `first_seq + i` is
+    row `i`): the sealing path builds no per-record objects."""
+    n = len(ts)
+    if n == 0:
         raise ValueError("a segment needs at least one record")
+    if not len(nodes) == len(tags) == len(blobs) == len(deleted) == n:
+        raise ValueError("segment columns differ in length")
     parts: list[bytes] = []
     entries: list[bytes] = []
     add, add_entry = parts.append, entries.append
     hdr_pack, len_pack, trailer_pack, idx_pack = _HDR.pack, _LEN.pack, _TRAILER.pack, _IDX.pack
     xxh3 = _xxh3
     offset = 0
-    expect = first_seq
+    seq = first_seq
     try:
-        for r in records:
-            if r.seq != expect:
-                raise ValueError(f"segment records are not contiguous: seq {r.seq} != {expect}")
-            expect += 1
-            node, tag, blob = r.node, r.tag, r.blob
-            nb = b"" if node is None else node.encode()
-            tb = b"" if tag is None else tag.encode()
-            flags = (0 if tag is None else FLAG_TAG) | (0 if node is None else FLAG_NODE)
-            body = hdr_pack(flags, r.seq, r.ts, len(nb), len(tb), len(blob)) + nb + tb + blob
+        for node, tag, blob, t, dead in zip(nodes, tags, blobs, ts, deleted, strict=True):
+            if node is None and tag is None:
+                flags = 0
+                body = hdr_pack(0, seq, t, 0, 0, len(blob)) + blob
+            else:
+                nb = b"" if node is None else node.encode()
+                tb = b"" if tag is None else tag.encode()
+                flags = (0 if tag is None else FLAG_TAG) | (0 if node is None else FLAG_NODE)
+                body = hdr_pack(flags, seq, t, len(nb), len(tb), len(blob)) + nb + tb + blob
             frame_len = len(body) + 9
             add(len_pack(frame_len))
             add(body)
-            add(trailer_pack(xxh3(body), DEL_FLAG if r.deleted else LIVE_FLAG))
-            add_entry(idx_pack(offset, frame_len + 4, r.ts, flags))
+            add(trailer_pack(xxh3(body), DEL_FLAG if dead else LIVE_FLAG))
+            add_entry(idx_pack(offset, frame_len + 4, t, flags))
             offset += frame_len + 4
+            seq += 1
     except struct.error as e:
-        raise ValueError(f"segment field out of range near seq {expect}: {e}") from None
+        raise ValueError(f"segment field out of range near seq {seq}: {e}") from None
     return b"".join(parts), b"".join(entries)
 
 

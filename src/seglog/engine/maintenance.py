@@ -35,7 +35,7 @@ def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
             if rng is None:
                 return sealed
             captured = segs.capture(t, rng[0], rng[1])
-        info = segs.store.seal(captured, rng[0])
+        info = segs.store.install("hot", rng[0], *captured.encode())
         with t.lock:
             if t.deleted:
                 segs.store.drop(info)

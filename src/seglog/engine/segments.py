@@ -16,11 +16,35 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from seglog.core.framing import decode_blob, encode_blob
-from seglog.core.segment_format import SegmentRecord
+from seglog.core.segment_format import encode_columns
 from seglog.engine.topic import TopicState
-from seglog.storage.segment import SegmentInfo, SegmentStore
+from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
 
 HOLE_BLOB = b'{"d":null}'
+
+
+@dataclass(slots=True)
+class Captured:
+    """Rows `first_seq ..` of a range being sealed, as columns copied under the topic lock.
+    A dead row is a hole: written as a deleted frame with a null payload."""
+
+    first_seq: int
+    ts: list[int]
+    node: list[str | None]
+    tag: list[str | None]
+    data: list[bytes | None]
+    meta: list[bytes | None]
+    dead: list[int]
+
+    def encode(self) -> tuple[bytes, bytes]:
+        """The segment's `(data, idx)` files (see `encode_columns`)."""
+        blobs = [
+            HOLE_BLOB if dead or d is None else encode_blob(d, m)
+            for d, m, dead in zip(self.data, self.meta, self.dead, strict=True)
+        ]
+        node = [None if dead else x for x, dead in zip(self.node, self.dead, strict=True)]
+        tag = [None if dead else x for x, dead in zip(self.tag, self.dead, strict=True)]
+        return encode_columns(self.first_seq, self.ts, node, tag, blobs, self.dead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +111,18 @@ class TopicSegments:
             self.cold_reads += len(blobs)
         return [decode_blob(b) for b in blobs]
 
+    def pin_range(self, first: int, last: int) -> list[PinnedSegment]:
+        """Under the lock: every sealed segment overlapping `[first, last]`, mapped and held,
+        so that its payloads can be read after the lock is released."""
+        i = max(bisect_right(self._firsts, first) - 1, 0)
+        out: list[PinnedSegment] = []
+        for info in self.sealed[i:]:
+            if info.first_seq > last:
+                break
+            if info.last_seq >= first:
+                out.append(self.store.pin(info))
+        return out
+
     def warm_cold(self, first: int, last: int, max_bytes: int) -> int:
         """Bring the cold-tier bytes of `first..last` into the page cache. Called without the
         topic lock, so a slow cold disk delays only this reader, never writers (STORAGE §4.5);
@@ -135,37 +171,38 @@ class TopicSegments:
             return first, t.head
         return None
 
-    def capture(self, t: TopicState, first: int, last: int) -> list[SegmentRecord]:
-        """Under the lock: the immutable records of `[first, last]` (holes flagged dead)."""
-        out: list[SegmentRecord] = []
-        add = out.append
-        origin, front = t.origin, t.front
-        ts_col, data_col, meta_col, dead = t.ts, t.data, t.meta, t.dead
-        node_col, tag_col = t.node, t.tag
-        for seq in range(first, last + 1):
-            i = seq - origin
-            if i < 0 or i < front or dead[i]:
-                add(SegmentRecord(seq, ts_col[i] if i >= 0 else 0, None, None, HOLE_BLOB, True))
-                continue
-            data = data_col[i]
-            if data is None:
-                data, meta = self.load(seq)
-            else:
-                meta = meta_col[i]
-            add(
-                SegmentRecord(
-                    seq, ts_col[i], node_col[i], tag_col[i], encode_blob(data, meta), False
-                )
-            )
-        return out
+    def capture(self, t: TopicState, first: int, last: int) -> Captured:
+        """Under the lock: the immutable rows of `[first, last]` (holes flagged dead). Only
+        list slices here; the bytes are built by `Captured.encode` outside the lock."""
+        origin = t.origin
+        lo, hi = first - origin, last - origin + 1
+        low = max(lo, t.front)  # rows below the live front are holes
+        n_holes = max(low - lo, 0)
+        ts = [t.ts[i] if i >= 0 else 0 for i in range(lo, lo + n_holes)] + t.ts[low:hi]
+        no_str: list[str | None] = [None] * n_holes
+        no_bytes: list[bytes | None] = [None] * n_holes
+        cap = Captured(
+            first,
+            ts,
+            no_str + t.node[low:hi],
+            no_str + t.tag[low:hi],
+            no_bytes + t.data[low:hi],
+            no_bytes + t.meta[low:hi],
+            [1] * n_holes + list(t.dead[low:hi]),
+        )
+        for k in range(n_holes, len(ts)):
+            if cap.data[k] is None and not cap.dead[k]:
+                cap.data[k], cap.meta[k] = self.load(first + k)
+        return cap
 
-    def register(self, t: TopicState, info: SegmentInfo, captured: list[SegmentRecord]) -> None:
+    def register(self, t: TopicState, info: SegmentInfo, captured: Captured) -> None:
         """Under the lock, after the files are durable: flag deletes that raced the write,
         then let the oldest sealed payloads leave memory."""
+        origin, front, dead = t.origin, t.front, t.dead
         raced = [
-            r.seq
-            for r in captured
-            if not r.deleted and (r.seq - t.origin < t.front or t.dead[r.seq - t.origin])
+            seq
+            for seq, was_dead in enumerate(captured.dead, captured.first_seq)
+            if not was_dead and (seq - origin < front or dead[seq - origin])
         ]
         if raced:
             self.store.mark_deleted(info, raced)

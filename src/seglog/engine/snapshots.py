@@ -8,13 +8,16 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from seglog.core.framing import decode_blob
 from seglog.core.jsonbytes import json_bytes
 from seglog.engine.topic import TopicState
 from seglog.model import Durability, TopicConfig
+from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import write_snapshot
 from seglog.storage.wal import WalError
 
@@ -22,8 +25,68 @@ if TYPE_CHECKING:
     from seglog.engine.engine import Engine
 
 
-def capture_topic(engine: Engine, t: TopicState) -> dict[str, Any]:
-    """Under `t.lock` with no pending ops: the §5.2 topic entry."""
+@dataclass(slots=True)
+class CapturedRows:
+    """A persistent topic's live rows, copied under its lock; `encode` (outside the lock)
+    renders the §5.2 `records` array."""
+
+    first_seq: int
+    dead: bytearray
+    ts: list[int]
+    node: list[str | None]
+    tag: list[str | None]
+    data: list[bytes | None]
+    meta: list[bytes | None]
+    size: list[int]
+
+    def load_payloads(self, store: SegmentStore, pins: list[PinnedSegment]) -> None:
+        """Fill in the live payloads that left memory, a segment run at a time, from
+        segments pinned under the lock (no lock needed now: sealed payloads never change)."""
+        data, meta, dead = self.data, self.meta, self.dead
+        first, n = self.first_seq, len(self.data)
+        for pin in pins:
+            lo = max(pin.info.first_seq - first, 0)
+            hi = min(pin.info.last_seq - first + 1, n)
+            if not any(data[k] is None and not dead[k] for k in range(lo, hi)):
+                continue
+            for k, blob in enumerate(store.read_run(pin, first + lo, first + hi - 1), lo):
+                if data[k] is None and not dead[k]:
+                    data[k], meta[k] = decode_blob(blob)
+
+    def encode(self) -> bytes:
+        parts: list[bytes] = []
+        add = parts.append
+        seq = self.first_seq - 1
+        for dead, ts, node, tag, data, meta, size in zip(
+            self.dead, self.ts, self.node, self.tag, self.data, self.meta, self.size, strict=True
+        ):
+            seq += 1
+            if dead:
+                continue
+            if data is None:  # capture loaded every live payload
+                raise RuntimeError(f"snapshot capture lost the payload of seq {seq}")
+            if node is None and tag is None and meta is None:
+                add(b'{"seq":%d,"ts":%d,"data":%b,"bytes":%d}' % (seq, ts, data, size))
+                continue
+            rec: dict[str, Any] = {"seq": seq, "ts": ts}
+            if node is not None:
+                rec["node"] = node
+            if tag is not None:
+                rec["tag"] = tag
+            rec["data"] = orjson.Fragment(data)
+            if meta is not None:
+                rec["meta"] = orjson.Fragment(meta)
+            rec["bytes"] = size
+            add(orjson.dumps(rec))
+        return b"[" + b",".join(parts) + b"]"
+
+
+def capture_topic(
+    engine: Engine, t: TopicState
+) -> tuple[dict[str, Any], CapturedRows | None, list[PinnedSegment]]:
+    """Under `t.lock` with no pending ops: the §5.2 topic entry without its `records`, the
+    rows to render them from once the lock is released (None for ephemeral topics), and the
+    sealed segments holding payloads that left memory, pinned. Only list copies here."""
     entry: dict[str, Any] = {
         "name": t.name,
         "topic_id": t.topic_id,
@@ -43,27 +106,26 @@ def capture_topic(engine: Engine, t: TopicState) -> dict[str, Any]:
             live_count=0,
             records=[],
         )
-        return entry
-    records: list[dict[str, Any]] = []
+        return entry, None, []
+    start = max(t.front, t.earliest() - t.origin)
+    end = len(t.ts)
+    rows = CapturedRows(
+        t.origin + start,
+        t.dead[start:end],
+        t.ts[start:end],
+        t.node[start:end],
+        t.tag[start:end],
+        t.data[start:end],
+        t.meta[start:end],
+        t.size[start:end],
+    )
     segs = t.segments
-    for seq in t.live_records():
-        i = seq - t.origin
-        data = t.data[i]
-        if data is None:
-            assert segs is not None
-            data, meta = segs.load(seq)
-        else:
-            meta = t.meta[i]
-        rec: dict[str, Any] = {"seq": seq, "ts": t.ts[i]}
-        if t.node[i] is not None:
-            rec["node"] = t.node[i]
-        if t.tag[i] is not None:
-            rec["tag"] = t.tag[i]
-        rec["data"] = orjson.Fragment(data)
-        if meta is not None:
-            rec["meta"] = orjson.Fragment(meta)
-        rec["bytes"] = t.size[i]
-        records.append(rec)
+    pins: list[PinnedSegment] = []
+    if segs is not None and end > start:
+        # Payloads leave memory oldest first, so only rows below this bound can lack one.
+        dropped_end = min(segs.payload_dropped_below, rows.first_seq + end - start)
+        if dropped_end > rows.first_seq:
+            pins = segs.pin_range(rows.first_seq, dropped_end - 1)
     entry.update(
         base_seq=t.base_seq,
         head_seq=t.head,
@@ -74,9 +136,8 @@ def capture_topic(engine: Engine, t: TopicState) -> dict[str, Any]:
         delete_below=0,
         bytes_retained=t.bytes,
         live_count=t.count,
-        records=records,
     )
-    return entry
+    return entry, rows, pins
 
 
 def restore_topic(entry: dict[str, Any]) -> TopicState:
@@ -128,6 +189,7 @@ def take_snapshot(engine: Engine) -> int:
         now = engine.clock.now_ms()
         topics: list[dict[str, Any]] = []
         for t in sorted(list(engine.by_id.values()), key=lambda x: x.topic_id):
+            rows = None
             head = None
             with t.lock:
                 if t.deleted:
@@ -139,7 +201,8 @@ def take_snapshot(engine: Engine) -> int:
                         pass
                     head = engine._apply_ready(t, now)
                 engine.retain(t, now)
-                topics.append(capture_topic(engine, t))
+                entry, rows, pins = capture_topic(engine, t)
+                topics.append(entry)
                 if t.config.durability is Durability.DISK:
                     # The HeadWatermark that covers seqs above this head sits before the
                     # checkpoint and will be skipped by replay, so the next disk write must
@@ -147,6 +210,10 @@ def take_snapshot(engine: Engine) -> int:
                     t.reservation = t.head
             if head is not None:
                 engine._notify(t.name, head)
+            if rows is not None:
+                assert t.segments is not None
+                rows.load_payloads(t.segments.store, pins)
+                entry["records"] = orjson.Fragment(rows.encode())
         body: dict[str, Any] = {
             "id": 0,
             "ts": now,

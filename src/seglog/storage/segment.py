@@ -88,6 +88,14 @@ class _Mapped:
     idx: IdxArray
 
 
+@dataclass(frozen=True, slots=True)
+class PinnedSegment:
+    """A sealed segment with its mapping held (see `SegmentStore.pin`)."""
+
+    info: SegmentInfo
+    mapped: _Mapped
+
+
 def write_synced(fs: Fs, path: Path, data: bytes) -> None:
     """Create/overwrite `path` with `data` and fdatasync it (no rename, no dir fsync)."""
     f = fs.open(path, create=True)
@@ -334,22 +342,29 @@ class SegmentStore:
             )
         return rec
 
+    def pin(self, info: SegmentInfo) -> PinnedSegment:
+        """The segment's mapping, kept valid for as long as the caller holds it (even if the
+        files are dropped or relocated meanwhile): read it later with `read_run`."""
+        m = self._cached(info.data_path)
+        if m is None:
+            m = self._mapped(*self.resolve(info))
+        return PinnedSegment(info, m)
+
     def read_run(
-        self, info: SegmentInfo, first: int, last: int, max_bytes: int = 0
+        self, info: SegmentInfo | PinnedSegment, first: int, last: int, max_bytes: int = 0
     ) -> builtins.list[bytes]:
         """The verified payload blobs of `first..last` (clamped to the segment and, when
         `max_bytes` > 0, cut after the frame that reaches that many framed bytes), for
         sequential reads: one map lookup, one index slice and one copy for the whole run."""
-        first, last = max(first, info.first_seq), min(last, info.last_seq)
+        pinned = info if isinstance(info, PinnedSegment) else self.pin(info)
+        seg, m = pinned.info, pinned.mapped
+        first, last = max(first, seg.first_seq), min(last, seg.last_seq)
         if first > last:
             return []
-        m = self._cached(info.data_path)
-        if m is None:
-            m = self._mapped(*self.resolve(info))
-        lo, hi = first - info.first_seq, last - info.first_seq + 1
+        lo, hi = first - seg.first_seq, last - seg.first_seq + 1
         if hi > len(m.idx):
             raise SegmentCorruption(
-                f"segment corruption: seq {last}: index of {info.data_path} is too short"
+                f"segment corruption: seq {last}: index of {seg.data_path} is too short"
             )
         entries = m.idx[lo:hi]
         if max_bytes > 0 and len(entries) > 1:
@@ -362,14 +377,14 @@ class SegmentStore:
         stop = offsets[-1] + lengths[-1]
         if base < 0 or stop > len(m.data) or stop < base:
             raise SegmentCorruption(
-                f"segment corruption: seqs {first}..{last}: index of {info.data_path} points "
+                f"segment corruption: seqs {first}..{last}: index of {seg.data_path} points "
                 f"outside the data file"
             )
         chunk = bytes(m.data[base:stop])
         try:
             return run_blobs(chunk, first, [o - base for o in offsets], lengths)
         except SegmentCorruption as e:
-            raise SegmentCorruption(f"{e} in {info.data_path} (run from offset {base})") from None
+            raise SegmentCorruption(f"{e} in {seg.data_path} (run from offset {base})") from None
 
     def warm_run(self, info: SegmentInfo, first: int, last: int, max_bytes: int) -> int:
         """Map `info` and touch one byte per page of the frames `first..last` (clamped, and
