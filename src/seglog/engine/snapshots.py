@@ -63,7 +63,7 @@ class CapturedRows:
             seq += 1
             if dead:
                 continue
-            if data is None:  # capture loaded every live payload
+            if data is None:  # load_payloads fills every live payload
                 raise RuntimeError(f"snapshot capture lost the payload of seq {seq}")
             if node is None and tag is None and meta is None:
                 add(b'{"seq":%d,"ts":%d,"data":%b,"bytes":%d}' % (seq, ts, data, size))
