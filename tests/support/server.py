@@ -22,6 +22,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Self
 
 import httpx
 
@@ -132,7 +133,7 @@ class ServerProcess:
             log.close()
         return self.proc
 
-    def start(self) -> ServerProcess:
+    def start(self) -> Self:
         """Spawn and wait for the port file and `GET /v0/ready` == 200."""
         self.spawn()
         try:

@@ -10,6 +10,7 @@ import logging
 import threading
 
 from seglog.engine.engine import Engine
+from seglog.engine.segments import encode_rows
 from seglog.engine.snapshots import take_snapshot
 from seglog.engine.topic import TopicState
 from seglog.storage.tiers import plan_relocation, relocate
@@ -35,7 +36,7 @@ def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
             if rng is None:
                 return sealed
             captured = segs.capture(t, rng[0], rng[1])
-        info = segs.store.install("hot", rng[0], *captured.encode())
+        info = segs.store.install("hot", rng[0], *encode_rows(captured))
         with t.lock:
             if t.deleted:
                 segs.store.drop(info)

@@ -17,34 +17,23 @@ from dataclasses import dataclass
 
 from seglog.core.framing import decode_blob, encode_blob
 from seglog.core.segment_format import encode_columns
-from seglog.engine.topic import TopicState
+from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
 
 HOLE_BLOB = b'{"d":null}'
 
 
-@dataclass(slots=True)
-class Captured:
-    """Rows `first_seq ..` of a range being sealed, as columns copied under the topic lock.
-    A dead row is a hole: written as a deleted frame with a null payload."""
-
-    first_seq: int
-    ts: list[int]
-    node: list[str | None]
-    tag: list[str | None]
-    data: list[bytes | None]
-    meta: list[bytes | None]
-    dead: list[int]
-
-    def encode(self) -> tuple[bytes, bytes]:
-        """The segment's `(data, idx)` files (see `encode_columns`)."""
-        blobs = [
-            HOLE_BLOB if dead or d is None else encode_blob(d, m)
-            for d, m, dead in zip(self.data, self.meta, self.dead, strict=True)
-        ]
-        node = [None if dead else x for x, dead in zip(self.node, self.dead, strict=True)]
-        tag = [None if dead else x for x, dead in zip(self.tag, self.dead, strict=True)]
-        return encode_columns(self.first_seq, self.ts, node, tag, blobs, self.dead)
+def encode_rows(rows: Rows) -> tuple[bytes, bytes]:
+    """The segment files `(data, idx)` of captured rows; dead rows become holes (a deleted
+    frame with a null payload)."""
+    dead = rows.dead
+    blobs = [
+        HOLE_BLOB if gone or d is None else encode_blob(d, m)
+        for d, m, gone in zip(rows.data, rows.meta, dead, strict=True)
+    ]
+    node = [None if gone else x for x, gone in zip(rows.node, dead, strict=True)]
+    tag = [None if gone else x for x, gone in zip(rows.tag, dead, strict=True)]
+    return encode_columns(rows.first_seq, rows.ts, node, tag, blobs, dead)
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,17 +100,23 @@ class TopicSegments:
             self.cold_reads += len(blobs)
         return [decode_blob(b) for b in blobs]
 
-    def pin_range(self, first: int, last: int) -> list[PinnedSegment]:
-        """Under the lock: every sealed segment overlapping `[first, last]`, mapped and held,
-        so that its payloads can be read after the lock is released."""
+    def overlapping(self, first: int, last: int) -> list[SegmentInfo]:
+        """Sealed segments overlapping `[first, last]`, found by bisection (reads call this
+        without the lock: a concurrent seal or drop only makes the answer slightly stale)."""
+        sealed = self.sealed
         i = max(bisect_right(self._firsts, first) - 1, 0)
-        out: list[PinnedSegment] = []
-        for info in self.sealed[i:]:
+        out: list[SegmentInfo] = []
+        for info in sealed[i:]:
             if info.first_seq > last:
                 break
             if info.last_seq >= first:
-                out.append(self.store.pin(info))
+                out.append(info)
         return out
+
+    def pin_range(self, first: int, last: int) -> list[PinnedSegment]:
+        """Under the lock: every sealed segment overlapping `[first, last]`, mapped and held,
+        so that its payloads can be read after the lock is released."""
+        return [self.store.pin(info) for info in self.overlapping(first, last)]
 
     def warm_cold(self, first: int, last: int, max_bytes: int) -> int:
         """Bring the cold-tier bytes of `first..last` into the page cache. Called without the
@@ -129,22 +124,19 @@ class TopicSegments:
         best effort: a segment dropped or moved meanwhile is skipped, the read that follows
         reports real problems."""
         touched = 0
-        for info in list(self.sealed):
-            if info.tier != "cold" or info.last_seq < first or info.first_seq > last:
+        for info in self.overlapping(first, last):
+            if info.tier != "cold":
                 continue
             try:
                 touched += self.store.warm_run(info, first, last, max_bytes - touched)
-                if touched >= max_bytes:
-                    break
             except (OSError, ValueError):
                 continue
+            if touched >= max_bytes:
+                break
         return touched
 
     def has_cold(self, first: int, last: int) -> bool:
-        return any(
-            s.tier == "cold" and s.first_seq <= last and s.last_seq >= first
-            for s in list(self.sealed)
-        )
+        return any(s.tier == "cold" for s in self.overlapping(first, last))
 
     # ---- sealing -----------------------------------------------------------------------
     def seal_range(self, t: TopicState, now: int, force: bool = False) -> tuple[int, int] | None:
@@ -171,31 +163,16 @@ class TopicSegments:
             return first, t.head
         return None
 
-    def capture(self, t: TopicState, first: int, last: int) -> Captured:
+    def capture(self, t: TopicState, first: int, last: int) -> Rows:
         """Under the lock: the immutable rows of `[first, last]` (holes flagged dead). Only
-        list slices here; the bytes are built by `Captured.encode` outside the lock."""
-        origin = t.origin
-        lo, hi = first - origin, last - origin + 1
-        low = max(lo, t.front)  # rows below the live front are holes
-        n_holes = max(low - lo, 0)
-        ts = [t.ts[i] if i >= 0 else 0 for i in range(lo, lo + n_holes)] + t.ts[low:hi]
-        no_str: list[str | None] = [None] * n_holes
-        no_bytes: list[bytes | None] = [None] * n_holes
-        cap = Captured(
-            first,
-            ts,
-            no_str + t.node[low:hi],
-            no_str + t.tag[low:hi],
-            no_bytes + t.data[low:hi],
-            no_bytes + t.meta[low:hi],
-            [1] * n_holes + list(t.dead[low:hi]),
-        )
-        for k in range(n_holes, len(ts)):
-            if cap.data[k] is None and not cap.dead[k]:
-                cap.data[k], cap.meta[k] = self.load(first + k)
-        return cap
+        list slices here; `encode_rows` builds the bytes outside the lock."""
+        rows = t.rows(first, last)
+        for k, (data, gone) in enumerate(zip(rows.data, rows.dead, strict=True)):
+            if data is None and not gone:
+                rows.data[k], rows.meta[k] = self.load(first + k)
+        return rows
 
-    def register(self, t: TopicState, info: SegmentInfo, captured: Captured) -> None:
+    def register(self, t: TopicState, info: SegmentInfo, captured: Rows) -> None:
         """Under the lock, after the files are durable: flag deletes that raced the write,
         then let the oldest sealed payloads leave memory."""
         origin, front, dead = t.origin, t.front, t.dead

@@ -8,14 +8,13 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from seglog.core.framing import decode_blob
 from seglog.core.jsonbytes import json_bytes
-from seglog.engine.topic import TopicState
+from seglog.engine.topic import Rows, TopicState
 from seglog.model import Durability, TopicConfig
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import write_snapshot
@@ -25,65 +24,53 @@ if TYPE_CHECKING:
     from seglog.engine.engine import Engine
 
 
-@dataclass(slots=True)
-class CapturedRows:
-    """A persistent topic's live rows, copied under its lock; `encode` (outside the lock)
-    renders the §5.2 `records` array."""
+def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) -> None:
+    """Fill in the live payloads that left memory, a segment run at a time, from segments
+    pinned under the lock (no lock needed now: sealed payloads never change)."""
+    data, meta, dead = rows.data, rows.meta, rows.dead
+    first, n = rows.first_seq, len(rows.data)
+    for pin in pins:
+        lo = max(pin.info.first_seq - first, 0)
+        hi = min(pin.info.last_seq - first + 1, n)
+        if not any(data[k] is None and not dead[k] for k in range(lo, hi)):
+            continue
+        for k, blob in enumerate(store.read_run(pin, first + lo, first + hi - 1), lo):
+            if data[k] is None and not dead[k]:
+                data[k], meta[k] = decode_blob(blob)
 
-    first_seq: int
-    dead: bytearray
-    ts: list[int]
-    node: list[str | None]
-    tag: list[str | None]
-    data: list[bytes | None]
-    meta: list[bytes | None]
-    size: list[int]
 
-    def load_payloads(self, store: SegmentStore, pins: list[PinnedSegment]) -> None:
-        """Fill in the live payloads that left memory, a segment run at a time, from
-        segments pinned under the lock (no lock needed now: sealed payloads never change)."""
-        data, meta, dead = self.data, self.meta, self.dead
-        first, n = self.first_seq, len(self.data)
-        for pin in pins:
-            lo = max(pin.info.first_seq - first, 0)
-            hi = min(pin.info.last_seq - first + 1, n)
-            if not any(data[k] is None and not dead[k] for k in range(lo, hi)):
-                continue
-            for k, blob in enumerate(store.read_run(pin, first + lo, first + hi - 1), lo):
-                if data[k] is None and not dead[k]:
-                    data[k], meta[k] = decode_blob(blob)
-
-    def encode(self) -> bytes:
-        parts: list[bytes] = []
-        add = parts.append
-        seq = self.first_seq - 1
-        for dead, ts, node, tag, data, meta, size in zip(
-            self.dead, self.ts, self.node, self.tag, self.data, self.meta, self.size, strict=True
-        ):
-            seq += 1
-            if dead:
-                continue
-            if data is None:  # load_payloads fills every live payload
-                raise RuntimeError(f"snapshot capture lost the payload of seq {seq}")
-            if node is None and tag is None and meta is None:
-                add(b'{"seq":%d,"ts":%d,"data":%b,"bytes":%d}' % (seq, ts, data, size))
-                continue
-            rec: dict[str, Any] = {"seq": seq, "ts": ts}
-            if node is not None:
-                rec["node"] = node
-            if tag is not None:
-                rec["tag"] = tag
-            rec["data"] = orjson.Fragment(data)
-            if meta is not None:
-                rec["meta"] = orjson.Fragment(meta)
-            rec["bytes"] = size
-            add(orjson.dumps(rec))
-        return b"[" + b",".join(parts) + b"]"
+def records_json(rows: Rows) -> bytes:
+    """The §5.2 `records` array of the live rows."""
+    parts: list[bytes] = []
+    add = parts.append
+    seq = rows.first_seq - 1
+    for dead, ts, node, tag, data, meta, size in zip(
+        rows.dead, rows.ts, rows.node, rows.tag, rows.data, rows.meta, rows.size, strict=True
+    ):
+        seq += 1
+        if dead:
+            continue
+        if data is None:  # load_payloads fills every live payload
+            raise RuntimeError(f"snapshot capture lost the payload of seq {seq}")
+        if node is None and tag is None and meta is None:
+            add(b'{"seq":%d,"ts":%d,"data":%b,"bytes":%d}' % (seq, ts, data, size))
+            continue
+        rec: dict[str, Any] = {"seq": seq, "ts": ts}
+        if node is not None:
+            rec["node"] = node
+        if tag is not None:
+            rec["tag"] = tag
+        rec["data"] = orjson.Fragment(data)
+        if meta is not None:
+            rec["meta"] = orjson.Fragment(meta)
+        rec["bytes"] = size
+        add(orjson.dumps(rec))
+    return b"[" + b",".join(parts) + b"]"
 
 
 def capture_topic(
     engine: Engine, t: TopicState
-) -> tuple[dict[str, Any], CapturedRows | None, list[PinnedSegment]]:
+) -> tuple[dict[str, Any], Rows | None, list[PinnedSegment]]:
     """Under `t.lock` with no pending ops: the §5.2 topic entry without its `records`, the
     rows to render them from once the lock is released (None for ephemeral topics), and the
     sealed segments holding payloads that left memory, pinned. Only list copies here."""
@@ -109,16 +96,7 @@ def capture_topic(
         return entry, None, []
     start = max(t.front, t.earliest() - t.origin)
     end = len(t.ts)
-    rows = CapturedRows(
-        t.origin + start,
-        t.dead[start:end],
-        t.ts[start:end],
-        t.node[start:end],
-        t.tag[start:end],
-        t.data[start:end],
-        t.meta[start:end],
-        t.size[start:end],
-    )
+    rows = t.rows(t.origin + start, t.origin + end - 1)
     segs = t.segments
     pins: list[PinnedSegment] = []
     if segs is not None and end > start:
@@ -212,8 +190,8 @@ def take_snapshot(engine: Engine) -> int:
                 engine._notify(t.name, head)
             if rows is not None:
                 assert t.segments is not None
-                rows.load_payloads(t.segments.store, pins)
-                entry["records"] = orjson.Fragment(rows.encode())
+                load_payloads(rows, t.segments.store, pins)
+                entry["records"] = orjson.Fragment(records_json(rows))
         body: dict[str, Any] = {
             "id": 0,
             "ts": now,

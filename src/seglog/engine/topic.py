@@ -60,6 +60,21 @@ class RetentionCut:
 
 
 @dataclass(slots=True)
+class Rows:
+    """Slot columns for seqs `first_seq ..`, copied from a `TopicState` under its lock so
+    that sealing and snapshots can encode them after releasing it. A dead row is a hole."""
+
+    first_seq: int
+    ts: list[int]
+    node: list[str | None]
+    tag: list[str | None]
+    data: list[builtins.bytes | None]
+    meta: list[builtins.bytes | None]
+    size: list[int]
+    dead: bytearray
+
+
+@dataclass(slots=True)
 class TopicState:
     name: str
     topic_id: int
@@ -153,12 +168,7 @@ class TopicState:
             self.count += 1
             self.bytes += size
             if tag is not None:
-                lst = self.tags.get(tag)
-                if lst is None:
-                    self.tags[tag] = [seq]
-                    self._tag_keys = None
-                else:
-                    lst.append(seq)
+                self._tag_add(tag, seq)
 
     def replay_slot(
         self,
@@ -183,18 +193,12 @@ class TopicState:
         self.bytes += size
         self.last_write_ts = ts
         if tag is not None:
-            lst = self.tags.get(tag)
-            if lst is None:
-                self.tags[tag] = [seq]
-                self._tag_keys = None
-            else:
-                lst.append(seq)
+            self._tag_add(tag, seq)
 
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it inlines `append_slot`."""
         assert first_seq == self.end_seq == self.head + 1
         seq = first_seq
-        tags = self.tags
         n_bytes = 0
         for r in records:
             size = len(r.data_json) + (len(r.meta_json) if r.meta_json is not None else 0)
@@ -206,12 +210,7 @@ class TopicState:
             self.tag.append(r.tag)
             self.size.append(size)
             if r.tag is not None:
-                lst = tags.get(r.tag)
-                if lst is None:
-                    tags[r.tag] = [seq]
-                    self._tag_keys = None
-                else:
-                    lst.append(seq)
+                self._tag_add(r.tag, seq)
             seq += 1
         self.dead.extend(bytes(len(records)))
         self.head = seq - 1
@@ -256,6 +255,14 @@ class TopicState:
         return size
 
     # ---- tag index ----------------------------------------------------------------------
+    def _tag_add(self, tag: str, seq: int) -> None:
+        lst = self.tags.get(tag)
+        if lst is None:
+            self.tags[tag] = [seq]
+            self._tag_keys = None
+        else:
+            lst.append(seq)
+
     def _tag_remove(self, tag: str, seq: int) -> None:
         lst = self.tags.get(tag)
         if not lst:
@@ -459,6 +466,25 @@ class TopicState:
             seq += 1
             scanned += 1
         return out, pos, tomb, scanned
+
+    def rows(self, first: int, last: int) -> Rows:
+        """Copies of the slot columns for `[first, last]` (list slices; seqs below the live
+        front come back as holes)."""
+        lo, hi = first - self.origin, last - self.origin + 1
+        low = max(lo, self.front)
+        n = max(low - lo, 0)
+        no_str: list[str | None] = [None] * n
+        no_bytes: list[builtins.bytes | None] = [None] * n
+        return Rows(
+            first,
+            [self.ts[i] if i >= 0 else 0 for i in range(lo, lo + n)] + self.ts[low:hi],
+            no_str + self.node[low:hi],
+            no_str + self.tag[low:hi],
+            no_bytes + self.data[low:hi],
+            no_bytes + self.meta[low:hi],
+            [0] * n + self.size[low:hi],
+            bytearray(b"\x01" * n) + self.dead[low:hi],
+        )
 
     def live_records(self) -> Iterable[int]:
         """Seqs of live slots at or above earliest_seq (snapshot capture, sealing checks)."""
