@@ -245,6 +245,7 @@ def _scan_chunk(
     xxh = _xxh
     types = _FRAME_TYPES
     min_framed, min_len, hdr_size, sections = _MIN_FRAMED, MIN_FRAME_LEN, HEADER_SIZE, 3
+    append_type = int(FrameType.APPEND)
     for _ in range(limit):
         if size - off < min_framed:
             return out, off, True
@@ -266,14 +267,14 @@ def _scan_chunk(
                 return out, off, True
         else:
             node = tag = None
-        if ftype != 1:
+        if ftype != append_type:
             data = src[chk_at - dl : chk_at]
-            if not _body_ok(ftype, data):
+            if not _body_ok(ftype, data):  # control bodies are validated even when skipped
                 return out, off, True
-            if collect:
-                append((end, ftype, flags, topic_id, seq, ts, node, tag, data))
         elif collect:
-            append((end, 1, flags, topic_id, seq, ts, node, tag, src[chk_at - dl : chk_at]))
+            data = src[chk_at - dl : chk_at]
+        if collect:
+            append((end, ftype, flags, topic_id, seq, ts, node, tag, data))
         off = end
     return out, off, False
 

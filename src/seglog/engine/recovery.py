@@ -158,16 +158,24 @@ def _replay_split_aware(
             _apply_all(engine, (f for f in per_group[gi] if f[3] == tid))
 
 
+_APPEND = int(FrameType.APPEND)
+# Only these frames can add, drop or re-class a topic (the persistent set changes).
+_REGISTRY_FRAMES = frozenset(
+    int(t) for t in (FrameType.TOPIC_CREATE, FrameType.CONFIG_UPDATE, FrameType.TOPIC_DELETE)
+)
+
+
 def _apply_all(engine: Engine, frames: Iterable[RawFrame]) -> None:
     """The replay hot loop: Append frames are applied inline; control frames go through
     `_apply_control`."""
     by_id = engine.by_id
     persistent = {tid for tid, t in by_id.items() if t.persistent}
     for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
-        if ftype != 1:
+        if ftype != _APPEND:
             frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
             _apply_control(engine, frame)
-            persistent = {i for i, x in by_id.items() if x.persistent}
+            if ftype in _REGISTRY_FRAMES:
+                persistent = {i for i, x in by_id.items() if x.persistent}
             continue
         if tid not in persistent:
             continue
