@@ -18,7 +18,6 @@ from seglog.storage.wal import (
     Wal,
     WalError,
     WalQueueFull,
-    count_frames,
     discover_groups,
     read_group,
     replay_order,
@@ -93,7 +92,8 @@ def test_write_and_replay_round_trip(wal_dir: Path, opened: list[Wal]) -> None:
     w2.close()
     assert seqs(replay(FS, wal_dir, 1)[""]) == [1, 2, 3, 4]
     g = discover_groups(FS, wal_dir)[0]
-    assert count_frames(FS, g) == 5 and count_frames(FS, g, (1, c1.position[1])) == 3
+    assert len(list(read_group(FS, g))) == 5
+    assert len(list(read_group(FS, g, (1, c1.position[1])))) == 3
 
 
 def test_open_without_tails_finds_the_valid_end(wal_dir: Path, opened: list[Wal]) -> None:

@@ -72,14 +72,15 @@ def recover(
         if on_progress is not None:
             on_progress(engine.replay_progress)
 
+    ends: dict[str, Position] = {}
     layout_changed = any(g.key not in current for g in ordered)
     if layout_changed:
-        _replay_split_aware(engine, ordered, starts, progress)
+        _replay_split_aware(engine, ordered, starts, progress, ends)
     else:
         for g in ordered:
-            _apply_all(engine, _frames(engine, g, starts, progress))
+            _apply_all(engine, _frames(engine, g, starts, progress, ends))
 
-    tails = truncate_tails(fs, groups, engine.options.wal_file_size)
+    tails = truncate_tails(fs, groups, engine.options.wal_file_size, ends)
     now = engine.clock.now_ms()
     for t in list(engine.by_id.values()):
         if t.config.durability is Durability.DISK and t.reservation > t.head:
@@ -114,12 +115,16 @@ def _group_bytes(engine: Engine, g: WalGroup, starts: dict[str, Position]) -> in
 
 
 def _frames(
-    engine: Engine, g: WalGroup, starts: dict[str, Position], progress: Callable[[int], None]
+    engine: Engine,
+    g: WalGroup,
+    starts: dict[str, Position],
+    progress: Callable[[int], None],
+    ends: dict[str, Position],
 ) -> Iterator[RawFrame]:
     start = starts.get(g.key, (1, 0))
     last_idx, last_end = start
     pending = 0
-    for idx, raw in read_group_raw(engine.fs, g, start):
+    for idx, raw in read_group_raw(engine.fs, g, start, ends):
         if idx != last_idx:
             last_idx, last_end = idx, 0
         pending += raw[0] - last_end
@@ -136,10 +141,11 @@ def _replay_split_aware(
     ordered: list[WalGroup],
     starts: dict[str, Position],
     progress: Callable[[int], None],
+    ends: dict[str, Position],
 ) -> None:
     """§6 step 5: a topic whose frames sit in several groups (the shard count changed) is
     replayed after the others, its groups ordered by the lowest Append seq each holds."""
-    per_group = [list(_frames(engine, g, starts, progress)) for g in ordered]
+    per_group = [list(_frames(engine, g, starts, progress, ends)) for g in ordered]
     groups_of: dict[int, set[int]] = defaultdict(set)
     for gi, frames in enumerate(per_group):
         for f in frames:
@@ -151,7 +157,7 @@ def _replay_split_aware(
     for tid in sorted(split):
 
         def lowest_append(gi: int, tid: int = tid) -> float:
-            seqs = [f[4] for f in per_group[gi] if f[3] == tid and f[1] == FrameType.APPEND]
+            seqs = [f[4] for f in per_group[gi] if f[3] == tid and f[1] == _APPEND]
             return min(seqs) if seqs else float("inf")
 
         for gi in sorted(groups_of[tid], key=lambda gi: (lowest_append(gi), gi)):

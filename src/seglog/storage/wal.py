@@ -250,7 +250,7 @@ class _Shard:
         if tail is None:
             # Nobody told us where the valid log ends: find it ourselves, exactly as
             # recovery would, rather than overwrite or trust unvalidated bytes.
-            tail = _seal_tail(self.fs, files[-1][0], files[-1][1], self.file_size)
+            tail = _seal_tail(self.fs, files[-1][0], files[-1][1], self.file_size, None)
         if files and files[-1][0] != tail[0]:
             raise ValueError(f"WAL tail {tail} in {self.dir} is not in the newest file")
         self.file = self.fs.open(self.dir / wal_file_name(tail[0]))
@@ -736,26 +736,22 @@ def read_group(
 
 
 def read_group_raw(
-    fs: Fs, group: WalGroup, start: Position = (1, 0)
+    fs: Fs, group: WalGroup, start: Position = (1, 0), ends: dict[str, Position] | None = None
 ) -> Iterator[tuple[int, RawFrame]]:
-    """`read_group` for recovery's hot loop: `(file idx, RawFrame)`."""
+    """`read_group` for recovery's hot loop: `(file idx, RawFrame)`. When iterated to the
+    end, `ends[group.key]` holds the newest file's logical end, so `truncate_tails` need not
+    scan that file again."""
     for idx, path, off in _group_files(group, start):
         with _mapped(fs, path) as buf:
-            it = RawScanner(buf, off).__iter__()
+            scanner = RawScanner(buf, off)
+            it = scanner.__iter__()
             try:
                 for raw in it:
                     yield idx, raw
             finally:
                 it.close()
-
-
-def count_frames(fs: Fs, group: WalGroup, start: Position = (1, 0)) -> int:
-    """How many frames `read_group` would yield (replay progress denominator)."""
-    total = 0
-    for _idx, path, off in _group_files(group, start):
-        with _mapped(fs, path) as buf:
-            total += sum(1 for _ in RawScanner(buf, off))
-    return total
+        if ends is not None and (idx, path) == group.files[-1]:
+            ends[group.key] = (idx, scanner.end)
 
 
 def _file_valid_end(fs: Fs, path: Path) -> int:
@@ -763,12 +759,13 @@ def _file_valid_end(fs: Fs, path: Path) -> int:
         return valid_end(buf)
 
 
-def _seal_tail(fs: Fs, idx: int, path: Path, file_size: int) -> Position:
+def _seal_tail(fs: Fs, idx: int, path: Path, file_size: int, end: int | None) -> Position:
     """Cut `path` at its logical end and re-extend it to its preallocated size: the
     re-extended bytes read as zeros, so garbage past the end (a torn frame, stale frames of
     a failed batch) can never parse later. Cheaper than writing zeros over up to 64 MiB,
-    and fdatasync covers the size/extent change."""
-    end = _file_valid_end(fs, path)
+    and fdatasync covers the size/extent change. `end`, when known from replay, saves a scan."""
+    if end is None:
+        end = _file_valid_end(fs, path)
     f = fs.open(path)
     try:
         size = f.size()
@@ -782,13 +779,19 @@ def _seal_tail(fs: Fs, idx: int, path: Path, file_size: int) -> Position:
 
 
 def truncate_tails(
-    fs: Fs, groups: list[WalGroup], file_size: int = FILE_SIZE
+    fs: Fs,
+    groups: list[WalGroup],
+    file_size: int = FILE_SIZE,
+    known_ends: dict[str, Position] | None = None,
 ) -> dict[str, Position]:
     """§6 step 6: seal each group's newest file at its valid length (see `_seal_tail`) and
-    fsync it; returns `{key: (idx, valid end)}` to pass to `Wal.open`."""
+    fsync it; returns `{key: (idx, valid end)}` to pass to `Wal.open`. `known_ends` (from
+    `read_group_raw`) spares scanning files replay has just scanned."""
     tails: dict[str, Position] = {}
+    known = known_ends or {}
     for g in groups:
         if g.files:
             idx, path = g.files[-1]
-            tails[g.key] = _seal_tail(fs, idx, path, file_size)
+            k = known.get(g.key)
+            tails[g.key] = _seal_tail(fs, idx, path, file_size, k[1] if k and k[0] == idx else None)
     return tails
