@@ -8,7 +8,7 @@ from seglog.core.watermarks import (
     byte_cap_cut,
     earliest_seq,
     involuntary_floor,
-    record_cap_floor,
+    record_cap_cut,
     tombstone_for,
     ttl_cut,
 )
@@ -94,8 +94,27 @@ def test_retention_cut_helpers() -> None:
     ts = [10, 10, 20, 30, 40]
     assert ttl_cut(ts, 0, 5, now=45, ttl_ms=20) == 3  # 10, 10, 20 are older than 25
     assert ttl_cut(ts, 0, 5, now=45, ttl_ms=100) == 0
-    assert (
-        record_cap_floor(10, 3) == 7 and record_cap_floor(2, 3) == 0 and record_cap_floor(9, 0) == 0
-    )
+    assert byte_cap_cut([5, 5, 5, 5], 0, 4, excess=7) == 2
     assert byte_cap_cut([5, 5, 5, 5], 0, 4, excess=7) == 2
     assert byte_cap_cut([5, 5], 0, 2, excess=0) == 0
+
+
+def test_record_cap_counts_live_slots_not_seq_distance() -> None:
+    dead = bytearray([1, 0, 1, 1, 0, 0, 1, 0])  # live at 1, 4, 5, 7
+    assert record_cap_cut(dead, 0, 8, excess=0) == -1
+    assert record_cap_cut(dead, 0, 8, excess=1) == 1
+    assert record_cap_cut(dead, 0, 8, excess=2) == 4  # the holes at 2, 3 cost nothing
+    assert record_cap_cut(dead, 0, 8, excess=3) == 5
+    assert record_cap_cut(dead, 2, 8, excess=1) == 4
+    # a run of 256 padding holes at the head never evicts the live records below it
+    padded = bytearray([0] * 100 + [1] * 256)
+    assert record_cap_cut(padded, 0, len(padded), excess=0) == -1
+
+
+@given(st.lists(st.booleans(), max_size=60), st.integers(0, 70))
+def test_record_cap_cut_keeps_exactly_the_newest_live(dead_flags: list[bool], cap: int) -> None:
+    dead = bytearray(int(d) for d in dead_flags)
+    live = [i for i, d in enumerate(dead_flags) if not d]
+    cut = record_cap_cut(dead, 0, len(dead), len(live) - cap)
+    kept = [i for i in live if i > cut]
+    assert kept == live[-cap:] if cap else kept == []

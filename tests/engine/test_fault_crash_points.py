@@ -188,11 +188,15 @@ def test_failed_fsync_is_never_an_ack(fail_sync: int) -> None:
             continue
         acked[res.seqs[0]] = rec.data_json
     assert failures == 1
-    # the failed write is not visible, and seqs stay dense for readers
+    # The failed write is not visible and its seq stays a hole (SEMANTICS §3.1): the next
+    # write was not handed it again, so the acked seqs skip exactly one.
     seqs = [r.seq for r in e.read("f", 0).records]
-    assert seqs == sorted(acked) == list(range(1, len(acked) + 1))
+    assert seqs == sorted(acked)
+    assert len(acked) == 7 and seqs[-1] == 8
+    hole = (set(range(1, 9)) - set(seqs)).pop()
     e.close()
     e2 = recover(fs.crash_image())
     got = {r.seq: r.data_json for r in e2.read("f", 0).records}
-    assert got == acked
+    assert got == acked and hole not in got
+    assert e2.write("f", [RecordIn.of({"after": 1})]).seqs == [9]
     e2.close()

@@ -79,9 +79,24 @@ def ttl_cut(ts: Sequence[int], lo: int, hi: int, now: int, ttl_ms: int) -> int:
     return bisect_left(ts, now - ttl_ms, lo, hi)
 
 
-def record_cap_floor(head: int, cap_records: int) -> int:
-    """Record cap is seq-distance based: keep at most the newest `cap_records` seqs."""
-    return head - cap_records if cap_records > 0 and head > cap_records else 0
+def record_cap_cut(dead: bytes | bytearray, lo: int, hi: int, excess: int) -> int:
+    """SEMANTICS §4.2 step 2: the record cap counts live records, not seq distance. Walk
+    `dead[lo:hi]` from the front and return the absolute index of the `excess`-th live slot
+    (the newest one that must go), or -1 when `excess <= 0`. Holes (deletes, failed writes,
+    reservation padding) are skipped, so they never cost a live record its place."""
+    if excess <= 0:
+        return -1
+    i = lo
+    while i < hi:
+        # Jump over a run of dead slots in C (bytearray.find) instead of slot by slot.
+        j = dead.find(0, i, hi)
+        if j < 0:
+            break
+        excess -= 1
+        if excess == 0:
+            return j
+        i = j + 1
+    return hi - 1
 
 
 def byte_cap_cut(sizes: Sequence[int], lo: int, hi: int, excess: int) -> int:

@@ -9,6 +9,7 @@ use `write_begin` + await the commit (`seglog.engine.aio`) + `write_publish`.
 
 from __future__ import annotations
 
+import logging
 import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
@@ -52,9 +53,11 @@ from seglog.model import (
 from seglog.storage.datadir import DataDir
 from seglog.storage.fs import Fs, RealFs
 from seglog.storage.segment import SegmentStore
+from seglog.storage.snapshot import SnapshotMark
 from seglog.storage.wal import Commit, Wal, WalError, WalQueueFull
 
 HEAD_RESERVATION_STEP = 256
+log = logging.getLogger("seglog.engine")
 
 AppendListener = Callable[[str, int], None]
 
@@ -103,6 +106,7 @@ class Engine:
         self.last_snapshot_ms = 0
         self.wal_bytes_at_snapshot = 0
         self.snapshot_lock = threading.Lock()
+        self.last_snapshot: SnapshotMark | None = None  # the newest snapshot on disk
 
     # ---- lifecycle ------------------------------------------------------------------
     def open(self, on_progress: Callable[[float], None] | None = None) -> None:
@@ -110,7 +114,7 @@ class Engine:
         from seglog.engine.recovery import recover
 
         self.datadir = DataDir.open(self.fs, self.options.data_dir, self.options.cold_dir)
-        tails = recover(self, on_progress)
+        tails, layout_changed = recover(self, on_progress)
         wal = Wal(
             self.fs,
             self.datadir.wal_dir,
@@ -119,6 +123,12 @@ class Engine:
         )
         wal.open(tails)
         self.wal = wal
+        if layout_changed:
+            # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
+            # absorb the old layout's groups before any write lands in the new one.
+            from seglog.engine.snapshots import take_snapshot
+
+            take_snapshot(self)
         self.last_snapshot_ms = self.clock.now_ms()
         self.replay_progress = 1.0
         self.ready = True
@@ -176,14 +186,13 @@ class Engine:
 
     def log_durable(self, topic_id: int, ftype: FrameType, body: bytes) -> None:
         """Submit one fsync-gated control frame and wait for it (control-plane ops)."""
-        wal = self._require_wal()
-        frame = encode_control(ftype, topic_id, body, self.clock.now_ms(), True)
-        try:
-            commit = wal.submit(wal.shard_of(topic_id), [frame], True)
-        except WalQueueFull:
-            raise throttled("WAL ingest queue is full") from None
-        except WalError as e:
-            raise internal(f"WAL is not writable: {e}") from None
+        self.log_durable_frames(topic_id, [(ftype, body)])
+
+    def log_durable_frames(self, topic_id: int, frames: list[tuple[FrameType, bytes]]) -> None:
+        """Submit control frames as one atomic fsync-gated submission and wait for it."""
+        now = self.clock.now_ms()
+        encoded = [encode_control(ft, topic_id, body, now, True) for ft, body in frames]
+        commit = self._submit(topic_id, encoded, True)
         try:
             commit.wait()
         except WalError as e:
@@ -228,9 +237,17 @@ class Engine:
                             "requested_type": config.type.value,
                         },
                     )
-                self.log_durable(t.topic_id, FrameType.TOPIC_CREATE, body)
+                frames = [(FrameType.TOPIC_CREATE, body)]
                 with t.lock:
+                    if _logs_head(config.durability) and not _logs_head(t.config.durability):
+                        # Seqs handed out before the change were never logged: log the head
+                        # with the change, or a crash would reissue them (SEMANTICS §3.2).
+                        mark = HeadWatermarkBody(t.reserved).encode()
+                        frames.append((FrameType.HEAD_WATERMARK, mark))
+                    self.log_durable_frames(t.topic_id, frames)
                     self.apply_config(t, config)
+                    if len(frames) > 1:
+                        t.reservation = t.reservation_durable = max(t.reservation, t.reserved)
                     self.retain(t, self.clock.now_ms())
                 return PutTopicResult(name, False, config)
             cap = self.options.max_topics
@@ -267,16 +284,19 @@ class Engine:
             t = self.topics.get(name)
             if t is None:
                 return DropTopicResult(name, False, [])
+            # The topic lock is held across the durable TopicDelete, so no write can be
+            # acked between the emptiness check and the removal.
             with t.lock:
                 self.retain(t, self.clock.now_ms())
-                if if_empty and t.count > 0:
+                held = t.count + t.pending_count
+                if if_empty and held > 0:
                     raise SeglogError(
                         ErrorCode.TOPIC_NOT_EMPTY,
-                        f"topic {name!r} holds {t.count} records",
-                        {"topic": name, "count": t.count},
+                        f"topic {name!r} holds {held} records",
+                        {"topic": name, "count": held},
                     )
-            self.log_durable(t.topic_id, FrameType.TOPIC_DELETE, TopicDeleteBody(name).encode())
-            with t.lock:
+                body = TopicDeleteBody(name).encode()
+                self.log_durable(t.topic_id, FrameType.TOPIC_DELETE, body)
                 self.unregister_topic(t)
                 segs = t.segments
         if segs is not None:
@@ -477,20 +497,22 @@ class Engine:
         last = first + len(records) - 1
         ts = max(now, t.last_write_ts or 0, _last_pending_ts(t))
         cls = t.config.durability
-        prev_reservation: int | None = None
+        reservation = 0
         if cls is Durability.EPHEMERAL:
             commit = Commit.completed()
         else:
-            wal = self._require_wal()
             durable = cls is Durability.FSYNC
             frames: list[bytes] = []
             tid = t.topic_id
-            if cls is Durability.DISK and last >= t.reservation:
-                # The seq ceiling must be durable before any seq at/above it is visible, so a
-                # crash never hands out an acked seq twice (SEMANTICS §3.2).
-                prev_reservation = t.reservation
-                t.reservation = max(last, t.reservation) + HEAD_RESERVATION_STEP
-                body = HeadWatermarkBody(t.reservation).encode()
+            if cls is Durability.DISK and last > t.reservation_durable:
+                # A disk write becomes visible only under a head reservation that is known
+                # committed, or that rides in its own atomic submission: then a crash never
+                # hands out an acked seq twice (SEMANTICS §3.2), even when an earlier
+                # reservation's batch failed.
+                if last >= t.reservation:
+                    t.reservation = last + HEAD_RESERVATION_STEP
+                reservation = t.reservation
+                body = HeadWatermarkBody(reservation).encode()
                 frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True))
                 durable = True
             seq = first
@@ -498,16 +520,9 @@ class Engine:
                 blob = encode_blob(r.data_json, r.meta_json)
                 frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable))
                 seq += 1
-            try:
-                commit = wal.submit(wal.shard_of(tid), frames, durable)
-            except WalQueueFull:
-                if prev_reservation is not None:
-                    t.reservation = prev_reservation
-                raise throttled("WAL ingest queue is full") from None
-            except WalError as e:
-                if prev_reservation is not None:
-                    t.reservation = prev_reservation
-                raise internal(f"WAL is not writable: {e}") from None
+            commit = self._submit(tid, frames, durable)
+        # Seqs are assigned for good from here on: the counter never moves down, and if
+        # this write fails its seqs become a hole (SEMANTICS §3.1).
         t.reserved = last
         op = PendingOp(
             OpKind.APPEND,
@@ -516,13 +531,23 @@ class Engine:
             ts=ts,
             records=records,
             size=size,
-            prev_reservation=prev_reservation,
+            reservation=reservation,
             owner=t,
         )
         t.pending.append(op)
         t.pending_count += len(records)
         t.pending_bytes += size
         return op
+
+    def _submit(self, topic_id: int, frames: list[bytes], durable: bool) -> Commit:
+        """Queue one atomic WAL submission; the one place WAL errors become API errors."""
+        wal = self._require_wal()
+        try:
+            return wal.submit(wal.shard_of(topic_id), frames, durable)
+        except WalQueueFull:
+            raise throttled("WAL ingest queue is full") from None
+        except WalError as e:
+            raise internal(f"WAL is not writable: {e}") from None
 
     def write_finish(self, pw: PendingWrite) -> WriteResult:
         """Wait for the write's commit, publish it in seq order, return the ack."""
@@ -563,14 +588,19 @@ class Engine:
 
     def _apply_ready(self, t: TopicState, now: int) -> int | None:
         """Under `t.lock`: apply completed ops from the queue head, in order. Returns the new
-        head if records were published (to notify listeners outside the lock)."""
+        head if records were published (to notify listeners outside the lock). An op that
+        is popped is always completed, whatever goes wrong while applying it."""
         published = False
         while t.pending and t.pending[0].commit.done():
             op = t.pending.popleft()
-            if op.kind is OpKind.APPEND:
-                published |= self._apply_append(t, op)
-            else:
-                self._apply_delete(t, op)
+            try:
+                if op.kind is OpKind.APPEND:
+                    published |= self._apply_append(t, op)
+                else:
+                    self._apply_delete(t, op)
+            except Exception as e:  # a bug: fail this op loudly, never strand its waiter
+                log.exception("applying a %s on topic %r failed", op.kind.name, t.name)
+                op.error = internal(f"applying the operation failed: {e!r}")
             op.applied = True
         if published:
             try:
@@ -585,17 +615,20 @@ class Engine:
         t.pending_count -= n
         t.pending_bytes -= op.size
         err = op.commit.error
-        if op.cancelled or err is not None or t.deleted:
-            if not t.deleted and not op.cancelled:
-                self._fail_appends(t, op)
+        if err is not None or t.deleted:
+            if not t.deleted:
+                # Only this write fails: its seqs stay a hole, later writes keep theirs.
+                t.append_holes(op.first_seq + n - 1, op.ts)
             op.error = internal(
-                f"WAL commit failed: {err}" if err is not None else "an earlier write failed"
+                f"WAL commit failed: {err}" if err is not None else "the topic was deleted"
             )
             if op.idempotency_key is not None:
                 t.dedupe.pop(op.idempotency_key, None)
             op.records = None
             return False
         assert op.records is not None
+        if op.reservation > t.reservation_durable:
+            t.reservation_durable = op.reservation
         t.publish_batch(op.first_seq, op.ts, op.records)
         op.records = None
         op.write_result = WriteResult(
@@ -613,17 +646,6 @@ class Engine:
             fsync_ms=op.commit.fsync_ms if t.config.durability is Durability.FSYNC else 0.0,
         )
         return True
-
-    def _fail_appends(self, t: TopicState, failed: PendingOp) -> None:
-        """A failed append never becomes visible. Later appends already reserved above it
-        would leave a gap that replay cannot cross (STORAGE §6: `seq ≠ head+1` is ignored),
-        so they fail too and their never-visible seqs are handed out again."""
-        for later in t.pending:
-            if later.kind is OpKind.APPEND:
-                later.cancelled = True
-        t.reserved = failed.first_seq - 1
-        if failed.prev_reservation is not None:
-            t.reservation = min(t.reservation, failed.prev_reservation)
 
     # ---- deletes --------------------------------------------------------------------
     def delete_records(
@@ -643,16 +665,10 @@ class Engine:
             self.retain(t, now)
             bound = t.reserved + 1
             if t.persistent:
-                wal = self._require_wal()
                 durable = t.config.durability is Durability.FSYNC
                 body = DeleteBody(before_seq, match, tuple(seqs), None if seqs else bound).encode()
                 frame = encode_control(FrameType.DELETE, t.topic_id, body, now, durable)
-                try:
-                    commit = wal.submit(wal.shard_of(t.topic_id), [frame], durable)
-                except WalQueueFull:
-                    raise throttled("WAL ingest queue is full") from None
-                except WalError as e:
-                    raise internal(f"WAL is not writable: {e}") from None
+                commit = self._submit(t.topic_id, [frame], durable)
             else:
                 commit = Commit.completed()
             op = PendingOp(
@@ -679,9 +695,14 @@ class Engine:
         before = t.count
         killed = t.apply_delete(op.before_seq, op.match, op.bound, op.seqs)
         if t.segments is not None:
-            if killed:
-                t.segments.flag_deleted(killed)
-            t.segments.drop_dead(t, killed)
+            try:
+                if killed:
+                    t.segments.flag_deleted(killed)
+                t.segments.drop_dead(t, killed)
+            except OSError as e:
+                # The delete is durable already (its WAL frame, then snapshots); the flags
+                # and unlinks only reclaim space sooner, and recovery redoes them.
+                log.warning("topic %r: reclaiming deleted records failed: %s", t.name, e)
         op.delete_result = DeleteResult(
             t.name, before - t.count, t.earliest(), t.head, t.count, t.bytes
         )
@@ -733,6 +754,11 @@ class Engine:
 
 def _no_payload(seq: int, _last: int, _max_bytes: int) -> list[tuple[bytes, bytes | None]]:
     raise LookupError(f"seq {seq}: payload missing on an ephemeral topic")
+
+
+def _logs_head(d: Durability) -> bool:
+    """Classes whose replay must never reissue an acked seq after a crash."""
+    return d in (Durability.DISK, Durability.FSYNC)
 
 
 def _last_pending_ts(t: TopicState) -> int:

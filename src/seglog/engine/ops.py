@@ -34,7 +34,7 @@ class PendingOp:
     ts: int = 0
     records: list[RecordIn] | None = None
     size: int = 0
-    prev_reservation: int | None = None
+    reservation: int = 0  # the disk head reservation logged with this write (0: none)
     idempotency_key: str | None = None
     # delete
     before_seq: int | None = None
@@ -42,7 +42,6 @@ class PendingOp:
     bound: int = 0
     seqs: tuple[int, ...] = ()
     # outcome
-    cancelled: bool = False
     applied: bool = False
     error: SeglogError | None = None
     write_result: WriteResult | None = None

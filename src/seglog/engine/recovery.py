@@ -9,7 +9,6 @@ the replayed records and the clock, and the next live retention pass logs what i
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -24,11 +23,11 @@ from seglog.core.framing import (
     WalFrame,
     decode_blob,
 )
-from seglog.engine.snapshots import restore_topic
+from seglog.engine.snapshots import restore_topic, snapshot_positions
 from seglog.engine.topic import TopicState
-from seglog.model import Durability, TopicConfig
+from seglog.model import TopicConfig
 from seglog.storage.datadir import list_topic_ids
-from seglog.storage.snapshot import load_latest_snapshot
+from seglog.storage.snapshot import SnapshotMark, load_latest_snapshot
 from seglog.storage.wal import (
     WalGroup,
     discover_groups,
@@ -45,7 +44,9 @@ Position = tuple[int, int]
 
 def recover(
     engine: Engine, on_progress: Callable[[float], None] | None = None
-) -> dict[str, Position]:
+) -> tuple[dict[str, Position], bool]:
+    """Returns the WAL tails to open the writers at, and whether the shard layout changed
+    (the caller then snapshots before accepting any write, §6 step 5)."""
     dd = engine.datadir
     assert dd is not None
     fs = engine.fs
@@ -56,12 +57,13 @@ def recover(
         for entry in snap.get("topics", []):
             t = restore_topic(entry)
             engine.register_topic(t)
-        for g in snap.get("checkpoint", {}).get("groups", []):
-            starts[str(g["key"])] = (int(g["wal_idx"]), int(g["wal_offset"]))
+        starts = snapshot_positions(snap)
+        engine.last_snapshot = SnapshotMark(int(snap["id"]), starts)
 
     groups = discover_groups(fs, dd.wal_dir)
-    ordered = replay_order(groups, engine.options.wal_shards)
-    current = {_group_key(i, engine.options.wal_shards) for i in range(engine.options.wal_shards)}
+    shards = max(1, engine.options.wal_shards)
+    ordered = replay_order(groups, shards)
+    current = {_group_key(i, shards) for i in range(shards)}
     total_bytes = sum(_group_bytes(engine, g, starts) for g in ordered) or 1
     done_bytes = 0
 
@@ -72,22 +74,24 @@ def recover(
         if on_progress is not None:
             on_progress(engine.replay_progress)
 
+    # Frames of one topic past the checkpoints are all in one group: every layout change
+    # is followed by a snapshot before any write (below), so groups replay independently,
+    # the old layout's first.
     ends: dict[str, Position] = {}
-    layout_changed = any(g.key not in current for g in ordered)
-    if layout_changed:
-        _replay_split_aware(engine, ordered, starts, progress, ends)
-    else:
-        for g in ordered:
-            _apply_all(engine, _frames(engine, g, starts, progress, ends))
+    for g in ordered:
+        _apply_all(engine, _frames(engine, g, starts, progress, ends))
+    layout_changed = bool(groups) and {g.key for g in groups} != current
 
     tails = truncate_tails(fs, groups, engine.options.wal_file_size, ends)
     now = engine.clock.now_ms()
     for t in list(engine.by_id.values()):
-        if t.config.durability is Durability.DISK and t.reservation > t.head:
+        if t.persistent and t.reservation > t.head:
+            # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
+            # a class change to a persistent class, may have acked seqs up to there.
             t.append_holes(t.reservation, now)
             t.pop_front()
         t.reserved = t.head
-        t.reservation = max(t.reservation, t.head)
+        t.reservation = t.reservation_durable = t.head
         _reconcile_segments(engine, t)
     known = set(engine.by_id)
     for root in (dd.topics_dir, dd.cold_topics_dir):
@@ -96,7 +100,7 @@ def recover(
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    return {k: v for k, v in tails.items() if k in current}
+    return {k: v for k, v in tails.items() if k in current}, layout_changed
 
 
 def _group_key(shard: int, shards: int) -> str:
@@ -136,34 +140,6 @@ def _frames(
     progress(pending)
 
 
-def _replay_split_aware(
-    engine: Engine,
-    ordered: list[WalGroup],
-    starts: dict[str, Position],
-    progress: Callable[[int], None],
-    ends: dict[str, Position],
-) -> None:
-    """§6 step 5: a topic whose frames sit in several groups (the shard count changed) is
-    replayed after the others, its groups ordered by the lowest Append seq each holds."""
-    per_group = [list(_frames(engine, g, starts, progress, ends)) for g in ordered]
-    groups_of: dict[int, set[int]] = defaultdict(set)
-    for gi, frames in enumerate(per_group):
-        for f in frames:
-            if f[3]:
-                groups_of[f[3]].add(gi)
-    split = {tid for tid, gs in groups_of.items() if len(gs) > 1}
-    for frames in per_group:
-        _apply_all(engine, (f for f in frames if f[3] not in split))
-    for tid in sorted(split):
-
-        def lowest_append(gi: int, tid: int = tid) -> float:
-            seqs = [f[4] for f in per_group[gi] if f[3] == tid and f[1] == _APPEND]
-            return min(seqs) if seqs else float("inf")
-
-        for gi in sorted(groups_of[tid], key=lambda gi: (lowest_append(gi), gi)):
-            _apply_all(engine, (f for f in per_group[gi] if f[3] == tid))
-
-
 _APPEND = int(FrameType.APPEND)
 # Only these frames can add, drop or re-class a topic (the persistent set changes).
 _REGISTRY_FRAMES = frozenset(
@@ -173,15 +149,17 @@ _REGISTRY_FRAMES = frozenset(
 
 def _apply_all(engine: Engine, frames: Iterable[RawFrame]) -> None:
     """The replay hot loop: Append frames are applied inline; control frames go through
-    `_apply_control`."""
+    `_apply_control`. The record cap is applied after every append, as the live write path
+    does after every publish: it counts live records, so it is not derivable from the head
+    alone once deletes interleave with writes (SEMANTICS §4.2)."""
     by_id = engine.by_id
-    persistent = {tid for tid, t in by_id.items() if t.persistent}
+    persistent, caps = _replayed_topics(engine)
     for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
         if ftype != _APPEND:
             frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
             _apply_control(engine, frame)
             if ftype in _REGISTRY_FRAMES:
-                persistent = {i for i, x in by_id.items() if x.persistent}
+                persistent, caps = _replayed_topics(engine)
             continue
         if tid not in persistent:
             continue
@@ -189,14 +167,25 @@ def _apply_all(engine: Engine, frames: Iterable[RawFrame]) -> None:
         if seq <= t.head:
             continue
         if seq != t.head + 1:
-            # A gap is legitimate only inside a durable head reservation: an earlier crash
-            # turned reserved-but-unwritten seqs into holes (§6 step 7) and later writes
-            # continued above them. Anything else is corrupt and ignored.
-            if seq - 1 > t.reservation:
-                continue
+            # Seqs skipped in the WAL are holes: failed writes (SEMANTICS §3.1) or the
+            # padding of an earlier crash's head reservation (§6 step 4).
             t.append_holes(seq - 1, ts)
         d, m = decode_blob(data)
         t.replay_slot(seq, ts, d, m, node, tag)
+        cap = caps.get(tid)
+        if cap is not None and t.count > cap:
+            t.apply_record_cap()
+
+
+def _replayed_topics(engine: Engine) -> tuple[set[int], dict[int, int]]:
+    """Ids of the persistent topics, and the record caps among them."""
+    persistent = {tid for tid, t in engine.by_id.items() if t.persistent}
+    caps = {
+        tid: t.config.cap_records
+        for tid, t in engine.by_id.items()
+        if tid in persistent and t.config.cap_records > 0
+    }
+    return persistent, caps
 
 
 def _apply_control(engine: Engine, f: WalFrame) -> None:

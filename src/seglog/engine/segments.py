@@ -12,6 +12,7 @@ through the segment's mmap with checksum verification).
 
 from __future__ import annotations
 
+import logging
 from bisect import bisect_right
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
 
 HOLE_BLOB = b'{"d":null}'
+log = logging.getLogger("seglog.segments")
 
 
 def encode_rows(rows: Rows) -> tuple[bytes, bytes]:
@@ -227,7 +229,14 @@ class TopicSegments:
                 hi = info.last_seq - t.origin + 1
                 dead = lo >= hi or all(t.dead[lo:hi])
             if dead:
-                self.store.drop(info)
+                try:
+                    self.store.drop(info)
+                except OSError as e:
+                    # Space is reclaimed later (recovery drops fully dead segments); the
+                    # caller's operation is already durable and must not fail for this.
+                    log.warning("could not drop dead segment %s: %s", info.first_seq, e)
+                    keep.append(info)
+                    continue
                 dropped += 1
             else:
                 keep.append(info)

@@ -17,7 +17,7 @@ from seglog.core.jsonbytes import json_bytes
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import Durability, TopicConfig
 from seglog.storage.segment import PinnedSegment, SegmentStore
-from seglog.storage.snapshot import write_snapshot
+from seglog.storage.snapshot import SnapshotMark, write_snapshot
 from seglog.storage.wal import WalError
 
 if TYPE_CHECKING:
@@ -147,7 +147,7 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
         t.append_holes(head, t.ts[-1] if t.ts else 0)
     t.head = head
     t.reserved = head
-    t.reservation = head
+    t.reservation = t.reservation_durable = head
     t.evict_floor = int(entry.get("evict_floor", 0))
     t.expiry_floor = int(entry.get("expiry_floor", 0))
     t.delete_floor = int(entry.get("delete_floor", 0))
@@ -163,15 +163,21 @@ def take_snapshot(engine: Engine) -> int:
     if wal is None or datadir is None:
         raise RuntimeError("engine is not open")
     with engine.snapshot_lock:
-        positions = wal.checkpoint()
         now = engine.clock.now_ms()
+        # Control-plane changes commit their frame and apply it under the registry lock.
+        # Holding it across the checkpoint puts each change wholly before the marks (and
+        # in this capture) or wholly after them (and in the replayed WAL), never between.
+        with engine._registry_lock:
+            positions = wal.checkpoint(now)
+            listed = sorted(engine.by_id.values(), key=lambda x: x.topic_id)
+            next_topic_id = engine.next_topic_id
         topics: list[dict[str, Any]] = []
-        for t in sorted(list(engine.by_id.values()), key=lambda x: x.topic_id):
+        for t in listed:
             rows = None
             head = None
             with t.lock:
                 if t.deleted:
-                    continue
+                    continue  # dropped after the marks: replay applies its TopicDelete
                 while t.pending:
                     try:
                         t.pending[0].commit.wait()
@@ -185,7 +191,7 @@ def take_snapshot(engine: Engine) -> int:
                     # The HeadWatermark that covers seqs above this head sits before the
                     # checkpoint and will be skipped by replay, so the next disk write must
                     # log a fresh reservation after it.
-                    t.reservation = t.head
+                    t.reservation = t.reservation_durable = t.head
             if head is not None:
                 engine._notify(t.name, head)
             if rows is not None:
@@ -195,7 +201,7 @@ def take_snapshot(engine: Engine) -> int:
         body: dict[str, Any] = {
             "id": 0,
             "ts": now,
-            "next_topic_id": engine.next_topic_id,
+            "next_topic_id": next_topic_id,
             "checkpoint": {
                 "last_checkpoint_seq": 0,
                 "groups": [
@@ -206,8 +212,22 @@ def take_snapshot(engine: Engine) -> int:
             "topics": topics,
             "routers": [],
         }
-        snap_id = write_snapshot(engine.fs, datadir.meta_dir, body)
-        wal.delete_absorbed(positions)
+        previous = engine.last_snapshot
+        snap_id = write_snapshot(
+            engine.fs, datadir.meta_dir, body, keep=previous.id if previous else None
+        )
+        # Two snapshots stay: the WAL the older one replays from must stay too, so that a
+        # damaged newest snapshot falls back to it without losing anything.
+        wal.delete_absorbed(previous.positions if previous else None)
+        engine.last_snapshot = SnapshotMark(snap_id, positions)
         engine.last_snapshot_ms = now
         engine.wal_bytes_at_snapshot = wal.bytes_written_total
         return snap_id
+
+
+def snapshot_positions(body: dict[str, Any]) -> dict[str, tuple[int, int]]:
+    """The per-group WAL positions a snapshot body records (where its replay starts)."""
+    return {
+        str(g["key"]): (int(g["wal_idx"]), int(g["wal_offset"]))
+        for g in body.get("checkpoint", {}).get("groups", [])
+    }

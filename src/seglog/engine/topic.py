@@ -27,7 +27,7 @@ from seglog.core.watermarks import (
     byte_cap_cut,
     earliest_seq,
     involuntary_floor,
-    record_cap_floor,
+    record_cap_cut,
     tombstone_for,
     ttl_cut,
 )
@@ -94,7 +94,8 @@ class TopicState:
     # seqs and floors
     head: int = 0
     reserved: int = 0
-    reservation: int = 0
+    reservation: int = 0  # disk class: highest head reservation submitted to the WAL
+    reservation_durable: int = 0  # ... and the highest one known committed
     evict_floor: int = 0
     expiry_floor: int = 0
     source_trim_floor: int = 0
@@ -310,7 +311,9 @@ class TopicState:
                         self._tag_remove(tag, s)
             self.pop_front()
             return killed
-        limit = bound if before_seq is None else min(before_seq, bound)
+        # Never above the visible head: a bound logged while writes were in flight may
+        # cover seqs that failed (holes), and a later write must not land under the floor.
+        limit = min(bound if before_seq is None else min(before_seq, bound), self.head + 1)
         if match is not None:
             for s in self.tag_matches(match, limit):
                 tag = self._slot_tag(s)
@@ -346,7 +349,7 @@ class TopicState:
                     expiry = last
                     moved_wm = True
         if cfg.cap_records > 0:
-            evict = max(evict, record_cap_floor(self.head, cfg.cap_records))
+            evict = max(evict, self._record_cap_floor(max(evict, expiry, self.source_trim_floor)))
         if cfg.cap_bytes > 0:
             inv = max(evict, expiry, self.source_trim_floor)
             retained = self._live_bytes_above(inv)
@@ -361,6 +364,27 @@ class TopicState:
         if evict == self.evict_floor and expiry == self.expiry_floor:
             return None
         return RetentionCut(evict, expiry, moved_wm)
+
+    def apply_record_cap(self) -> None:
+        """Step 2 of the retention pass alone (recovery replays it after every append)."""
+        floor = self._record_cap_floor(self.involuntary_floor_seq())
+        if floor > self.evict_floor:
+            self.evict_floor = floor
+            self.pop_front()
+
+    def involuntary_floor_seq(self) -> int:
+        return max(self.evict_floor, self.expiry_floor, self.source_trim_floor)
+
+    def _record_cap_floor(self, floor: int) -> int:
+        """The evict floor that leaves exactly the newest `cap_records` live records above
+        `floor` (0 when they fit)."""
+        start = max(self.front, floor + 1 - self.origin)
+        end = len(self.dead)
+        if start >= end:
+            return 0
+        below = start - self.front - self.dead.count(1, self.front, start)
+        cut = record_cap_cut(self.dead, start, end, self.count - below - self.config.cap_records)
+        return self.origin + cut if cut >= 0 else 0
 
     def _live_bytes_above(self, floor: int) -> int:
         """Live bytes of slots with seq > floor."""

@@ -10,22 +10,26 @@
 
 Crash safety: a snapshot is written to `….bin.tmp`, fsynced, renamed, and `meta/` is fsynced
 before any older snapshot is deleted, so at every instant at least one valid snapshot exists
-once one ever did. Readers ignore `.tmp` files and skip invalid ones, newest first.
+once one ever did. The previous snapshot is kept beside the newest (with the WAL it replays
+from), so a damaged newest snapshot falls back to it. Readers ignore `.tmp` files and skip invalid ones, newest first.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 import xxhash
 
-from seglog.storage.fs import Fs, write_all_at
+from seglog.storage.fs import Fs, write_file_durably
 
 MAGIC = b"SGSN"
+log = logging.getLogger("seglog.snapshot")
 VERSION = 1
 _HEADER = struct.Struct("<4sIQQ")
 _NAME = re.compile(r"snapshot-(\d{16})\.bin")
@@ -68,35 +72,34 @@ def snapshot_ids(fs: Fs, meta_dir: Path) -> list[int]:
     return sorted(ids)
 
 
-def write_snapshot(fs: Fs, meta_dir: Path, body: dict[str, Any]) -> int:
+@dataclass(frozen=True, slots=True)
+class SnapshotMark:
+    """A snapshot on disk: its id and the WAL position per group its replay starts from."""
+
+    id: int
+    positions: dict[str, tuple[int, int]]
+
+
+def write_snapshot(fs: Fs, meta_dir: Path, body: dict[str, Any], keep: int | None = None) -> int:
     """Frame `body` (its `id` is set here) as the next snapshot and make it durable, then
-    delete older snapshots and stale temp files. Returns the new id."""
+    delete every other snapshot but `keep` (the previous valid one, STORAGE §5.3 step 6)
+    and stale temp files. Returns the new id."""
     existing = snapshot_ids(fs, meta_dir)
     snap_id = (existing[-1] if existing else 0) + 1
     body["id"] = snap_id
-    data = encode_snapshot(body)
-    final = meta_dir / snapshot_name(snap_id)
-    tmp = final.with_name(final.name + ".tmp")
-    f = fs.open(tmp, create=True)
-    try:
-        f.truncate(0)
-        write_all_at(f, data, 0)
-        f.sync()
-    finally:
-        f.close()
-    fs.rename(tmp, final)
-    fs.fsync_dir(meta_dir)
+    write_file_durably(fs, meta_dir / snapshot_name(snap_id), encode_snapshot(body))
     # Cleanup needs no fsync: a resurrected old snapshot or tmp file is harmless (the newest
     # valid one wins, tmp files are ignored) and is removed again by the next snapshot.
     for name in fs.listdir(meta_dir):
         m = _NAME.fullmatch(name)
-        if (m is not None and int(m.group(1)) < snap_id) or _TMP.fullmatch(name):
+        if (m is not None and int(m.group(1)) not in (snap_id, keep)) or _TMP.fullmatch(name):
             fs.unlink(meta_dir / name)
     return snap_id
 
 
 def load_latest_snapshot(fs: Fs, meta_dir: Path) -> dict[str, Any] | None:
-    """The body of the newest valid snapshot, trying newest to oldest; None if none is."""
+    """The body of the newest valid snapshot, trying newest to oldest; None if none is.
+    A damaged snapshot is skipped with a warning (the previous one is kept for this)."""
     for snap_id in reversed(snapshot_ids(fs, meta_dir)):
         try:
             buf = fs.read_file(meta_dir / snapshot_name(snap_id))
@@ -105,4 +108,6 @@ def load_latest_snapshot(fs: Fs, meta_dir: Path) -> dict[str, Any] | None:
         doc = decode_snapshot(buf)
         if doc is not None:
             return doc
+        log.warning("snapshot %s is damaged (bad header, checksum or body); skipped",
+                    meta_dir / snapshot_name(snap_id))
     return None

@@ -8,7 +8,8 @@ the next batch, so under load one fdatasync serves many writers. One write per b
 the logical tail; on a write or sync error every handle of the batch fails and the tail
 rewinds (later batches overwrite bytes nobody was told were durable).
 
-Two things make "rewind" safe, and both are why a shard tracks more than its tail:
+Two things make "rewind" safe, and both are why a shard tracks more than its tail (and
+both are repaired at once, before the failed handles complete: `_erase_failed`):
 - *Stale frames past the tail.* A failed batch may have left complete, checksummed frames
   in the file; a shorter later batch would leave some of them right after the new tail,
   where recovery would replay them (with seqs the engine has since reused). So the next
@@ -406,8 +407,34 @@ class _Shard:
             self._background_sync()
 
     def _fail(self, batch: list[_Submission], err: WalError) -> None:
+        """Fail every handle of the batch, after erasing what it may have left (§3.5)."""
+        if not self._erase_failed():
+            err = WalReadOnly(
+                f"{err}; the failed bytes could not be erased, so the shard is read-only and "
+                "this write may reappear after a restart (outcome unknown)"
+            )
         for s in batch:
             s.commit._complete(err)
+
+    def _erase_failed(self) -> bool:
+        """A failed batch's bytes must not resurface after a restart (a 500 means nothing
+        was applied): zero them now — re-sending the unsynced window a failed fsync may have
+        dropped — and sync, before any handle fails. If that fails too, latch read-only
+        (nothing more may be written behind bytes we could not erase). False then."""
+        if self.read_only:
+            return False
+        if not (self._resend or self._scrub_to):
+            return True
+        try:
+            self._write(b"")
+            self._sync()
+        except OSError as e:
+            self.read_only = True
+            with self._lock:
+                self.m.read_only = 1
+            log.error("WAL shard %s: could not erase a failed batch (%s); read-only", self.dir, e)
+            return False
+        return True
 
     def _write(self, data: bytes) -> None:
         """One write of `data` at the tail, advancing it. After a failure the write also
@@ -586,14 +613,13 @@ class Wal:
             raise WalError("WAL is not open")
         return self._shards[shard].submit(frames, durable)
 
-    def checkpoint(self, ts_ms: int | None = None) -> dict[str, Position]:
+    def checkpoint(self, ts_ms: int) -> dict[str, Position]:
         """§5.3 steps 1–2: a durable CheckpointMark on every shard; returns each group's
         position right after its mark. Groups on disk that the current layout does not use
         (an earlier shard count) get the end of their valid log: everything in them was
         replayed before the writers opened, so the snapshot absorbs all of it."""
-        ts = int(time.time() * 1000) if ts_ms is None else ts_ms
         frame = encode_control(
-            FrameType.CHECKPOINT_MARK, 0, CheckpointMarkBody(0).encode(), ts, True
+            FrameType.CHECKPOINT_MARK, 0, CheckpointMarkBody(0).encode(), ts_ms, True
         )
         commits: list[tuple[str, Commit]] = []
         for i in range(self.shards):
@@ -612,27 +638,35 @@ class Wal:
                 out[g.key] = (idx, _file_valid_end(self.fs, path))
         return out
 
-    def delete_absorbed(self, positions: dict[str, Position]) -> None:
-        """§5.3 step 7: per current group, files numbered below the recorded idx; every file
-        (and shard dir) of groups the current layout does not use. Best effort: a failure
-        is logged and retried by the next snapshot."""
+    def delete_absorbed(self, needed: dict[str, Position] | None) -> None:
+        """§5.3 step 7, given `needed`: the positions the older kept snapshot replays from
+        (None: there is no older snapshot, so a fallback replays everything and every file
+        stays). Per group, files numbered below its position go; a group the current layout
+        does not use goes whole once that position is at its end; a group the older
+        snapshot does not know is kept whole (it replays it from the start). Best effort:
+        a failure is logged and retried by the next snapshot."""
+        if needed is None:
+            return
         current = {group_key(i, self.shards) for i in range(self.shards)}
         fs = self.fs
         for g in discover_groups(fs, self.wal_dir):
+            pos = needed.get(g.key)
+            if pos is None or not g.files:
+                continue
             try:
-                if g.key in current:
-                    pos = positions.get(g.key)
-                    doomed = [p for idx, p in g.files if pos is not None and idx < pos[0]]
-                    for path in doomed:
+                last_idx, last_path = g.files[-1]
+                if g.key not in current and pos >= (last_idx, _file_valid_end(fs, last_path)):
+                    for _idx, path in g.files:
                         fs.unlink(path)
-                    if doomed:
-                        fs.fsync_dir(g.dir)
+                    if g.key:
+                        fs.rmtree(g.dir)
+                    fs.fsync_dir(self.wal_dir)
                     continue
-                for _idx, path in g.files:
+                doomed = [p for idx, p in g.files if idx < pos[0]]
+                for path in doomed:
                     fs.unlink(path)
-                if g.key:
-                    fs.rmtree(g.dir)
-                fs.fsync_dir(self.wal_dir)
+                if doomed:
+                    fs.fsync_dir(g.dir)
             except OSError as e:
                 log.warning("could not delete absorbed WAL files in %s: %s", g.dir, e)
 
