@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 
 from seglog.engine.engine import Engine
-from seglog.engine.ops import PendingWrite
+from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.model import WriteResult
 from seglog.storage.wal import Commit
 
@@ -31,9 +31,9 @@ async def wait_commit(commit: Commit) -> None:
     await fut
 
 
-async def finish_write(engine: Engine, pw: PendingWrite) -> WriteResult:
-    """Await the write's commit on the loop, then publish it in order."""
-    op = pw.op
+async def finish_op(engine: Engine, op: PendingOp) -> None:
+    """Await, on the loop, every commit up to and including `op`'s, applying completed
+    ops in order as they land (the async twin of `Engine.drain`)."""
     while not op.applied:
         owner = op.owner
         first = owner.pending[0] if owner.pending else None
@@ -44,6 +44,11 @@ async def finish_write(engine: Engine, pw: PendingWrite) -> WriteResult:
             head = engine._apply_ready(owner, engine.clock.now_ms())
         if head is not None:
             engine._notify(owner.name, head)
+
+
+async def finish_write(engine: Engine, pw: PendingWrite) -> WriteResult:
+    """Await the write's commit on the loop, then publish it in order."""
+    await finish_op(engine, pw.op)
     return engine.write_publish(pw)
 
 

@@ -32,7 +32,7 @@ from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
 from seglog.engine.ops import OpKind, PendingOp, PendingWrite
 from seglog.engine.segments import SealPolicy, TopicSegments
-from seglog.engine.topic import DedupeEntry, TopicState
+from seglog.engine.topic import DedupeEntry, RetentionCut, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
     MAX_RECORD_BYTES,
@@ -198,19 +198,61 @@ class Engine:
         except WalError as e:
             raise internal(f"WAL commit failed: {e}") from None
 
-    def retain(self, t: TopicState, now: int) -> None:
-        """SEMANTICS §4.2 under `t.lock`: TTL/caps; a TTL or byte-cap floor is logged durably
-        (EvictWatermark) before it is applied. On failure nothing changes."""
+    def retain(self, t: TopicState, now: int) -> PendingOp | None:
+        """SEMANTICS §4.2 under `t.lock`, never waiting for the disk. A cut that raises a TTL
+        or byte-cap floor of a persistent topic must be durable before it is visible
+        (STORAGE §7): its EvictWatermark is submitted as a pending op, applied in order
+        after its commit, and returned so that a caller that may wait can `drain` it. Any
+        other cut applies at once. A failed watermark changes nothing; the next pass retries."""
         cut = t.retention_cut(now)
         if cut is None:
-            return
-        if cut.needs_watermark and t.persistent:
-            top = max(cut.evict_floor, cut.expiry_floor, t.source_trim_floor, t.delete_floor)
-            body = EvictWatermarkBody(cut.evict_floor, top + 1, cut.expiry_floor)
-            self.log_durable(t.topic_id, FrameType.EVICT_WATERMARK, body.encode())
+            return None
+        if not (cut.needs_watermark and t.persistent):
+            self._apply_cut(t, cut)
+            return None
+        inflight: PendingOp | None = t.pending_cut
+        if inflight is not None and inflight.cut is not None and inflight.cut.covers(cut):
+            return inflight
+        top = max(cut.evict_floor, cut.expiry_floor, t.source_trim_floor, t.delete_floor)
+        body = EvictWatermarkBody(cut.evict_floor, top + 1, cut.expiry_floor).encode()
+        frame = encode_control(FrameType.EVICT_WATERMARK, t.topic_id, body, now, True)
+        try:
+            commit = self._submit(t.topic_id, [frame], True)
+        except SeglogError as e:
+            log.warning("topic %r: eviction watermark not queued: %s", t.name, e.message)
+            return None
+        op = PendingOp(OpKind.EVICT, commit, cut=cut, owner=t)
+        t.pending.append(op)
+        t.pending_cut = op
+        return op
+
+    def _apply_cut(self, t: TopicState, cut: RetentionCut) -> None:
         t.apply_cut(cut)
         if t.segments is not None:
             t.segments.drop_dead(t)
+
+    def _apply_evict(self, t: TopicState, op: PendingOp) -> None:
+        if t.pending_cut is op:
+            t.pending_cut = None
+        if op.commit.error is not None:
+            log.warning("topic %r: eviction watermark failed: %s", t.name, op.commit.error)
+            return
+        assert op.cut is not None
+        self._apply_cut(t, op.cut)
+
+    def _retained(self, t: TopicState) -> None:
+        """Run a retention pass on `t` and wait for its watermark (callers off the loop)."""
+        with t.lock:
+            op = self.retain(t, self.clock.now_ms())
+        if op is not None:
+            self.drain(op)
+
+    def prepare_read(self, name: str) -> PendingOp | None:
+        """Start the retention pass a read of `name` needs, without waiting: an async
+        caller awaits the returned op's commit, then reads with `wait=False`."""
+        t = self._topic(name)
+        with t.lock:
+            return self.retain(t, self.clock.now_ms())
 
     # ---- control plane --------------------------------------------------------------
     def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
@@ -284,10 +326,10 @@ class Engine:
             t = self.topics.get(name)
             if t is None:
                 return DropTopicResult(name, False, [])
+            self._retained(t)
             # The topic lock is held across the durable TopicDelete, so no write can be
             # acked between the emptiness check and the removal.
             with t.lock:
-                self.retain(t, self.clock.now_ms())
                 held = t.count + t.pending_count
                 if if_empty and held > 0:
                     raise SeglogError(
@@ -322,9 +364,9 @@ class Engine:
 
     def get_topic(self, name: str, touch: bool = True) -> TopicInfo:
         t = self._topic(name)
+        self._retained(t)
         now = self.clock.now_ms()
         with t.lock:
-            self.retain(t, now)
             if touch:
                 t.last_read_ts = now
                 t.last_consumed_ms = now
@@ -352,8 +394,8 @@ class Engine:
             t = self.topics.get(name)
             if t is None:
                 continue
+            self._retained(t)
             with t.lock:
-                self.retain(t, now)
                 if touch:
                     t.last_consumed_ms = now
                 out.append(self._info(t, now))
@@ -596,17 +638,16 @@ class Engine:
             try:
                 if op.kind is OpKind.APPEND:
                     published |= self._apply_append(t, op)
-                else:
+                elif op.kind is OpKind.DELETE:
                     self._apply_delete(t, op)
+                else:
+                    self._apply_evict(t, op)
             except Exception as e:  # a bug: fail this op loudly, never strand its waiter
                 log.exception("applying a %s on topic %r failed", op.kind.name, t.name)
                 op.error = internal(f"applying the operation failed: {e!r}")
             op.applied = True
         if published:
-            try:
-                self.retain(t, now)
-            except SeglogError:
-                pass  # the next operation on the topic retries the pass
+            self.retain(t, now)
             return t.head
         return None
 
@@ -715,9 +756,14 @@ class Engine:
         limit: int = 256,
         nodes: frozenset[str] = frozenset(),
         max_bytes: int = 1_048_576,
+        wait: bool = True,
     ) -> ReadResult:
-        """SEMANTICS §4.4–§4.5: records after the cursor, at most one tombstone."""
+        """SEMANTICS §4.4–§4.5: records after the cursor, at most one tombstone. With
+        `wait=False` (the event loop, after awaiting `prepare_read`) a retention watermark
+        that became due meanwhile is submitted but not waited for."""
         t = self._topic(name)
+        if wait:
+            self._retained(t)
         self.warm_cold(name, from_seq, limit, max_bytes)
         now = self.clock.now_ms()
         with t.lock:

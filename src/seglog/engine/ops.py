@@ -17,12 +17,14 @@ from seglog.errors import SeglogError
 from seglog.model import DeleteResult, RecordIn, Selector, WriteResult
 
 if TYPE_CHECKING:
+    from seglog.engine.topic import RetentionCut
     from seglog.storage.wal import Commit
 
 
 class OpKind(IntEnum):
     APPEND = 1
     DELETE = 2
+    EVICT = 3  # an EvictWatermark whose floors apply after its commit
 
 
 @dataclass(slots=True, eq=False)
@@ -41,6 +43,8 @@ class PendingOp:
     match: Selector | None = None
     bound: int = 0
     seqs: tuple[int, ...] = ()
+    # evict
+    cut: RetentionCut | None = None
     # outcome
     applied: bool = False
     error: SeglogError | None = None

@@ -58,6 +58,9 @@ class RetentionCut:
     expiry_floor: int
     needs_watermark: bool
 
+    def covers(self, other: RetentionCut) -> bool:
+        return self.evict_floor >= other.evict_floor and self.expiry_floor >= other.expiry_floor
+
 
 @dataclass(slots=True)
 class Rows:
@@ -109,6 +112,7 @@ class TopicState:
     pending: deque[Any] = field(default_factory=deque)
     pending_count: int = 0
     pending_bytes: int = 0
+    pending_cut: Any = None  # the EvictWatermark op in flight, if any (engine-owned)
     dedupe: OrderedDict[str, DedupeEntry] = field(default_factory=OrderedDict)
     last_write_ts: int | None = None
     last_read_ts: int | None = None
