@@ -146,7 +146,10 @@ class TopicConfig:
         type_ = enum("type", TopicType, d.type)
         discard = enum("discard", Discard, d.discard)
         durable = boolean("durable", False)
-        if "durability" in obj and obj["durability"] is not None:
+        # Only an absent `durability` resolves from `durable`; `null` is not a class (only
+        # `priority` and `dead_letter` are nullable, API §0.11). Snapshots and WAL records
+        # always carry the resolved string, so they never take this path.
+        if "durability" in obj:
             durability = enum("durability", Durability, Durability.DISK)
         else:
             durability = Durability.FSYNC if durable else Durability.DISK

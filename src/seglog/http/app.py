@@ -5,55 +5,60 @@ authentication happens before routing (an unknown path without a key is 401), th
 per-key in-flight cap, then readiness (503 `not_ready` while recovery replays), then the
 route. Handlers check scope/prefix, read the body under the size cap, check the content
 type, parse, and call the engine. Every error leaves as the canonical error body.
+
+Every `500 internal` is logged with its traceback on the `seglog.http.app` logger, exactly
+once, whichever path produced it: an unexpected exception in a handler (Starlette's
+`Exception` handler), a `SeglogError(INTERNAL)` from the engine, or an exception in the
+guard itself. Bad input never reaches those paths: a body that ends early (malformed
+chunking, or the client closing mid-body) is `400 invalid_request`.
 """
 
 from __future__ import annotations
 
-import asyncio
-from dataclasses import dataclass, field
+import logging
+from collections.abc import MutableMapping
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from seglog.config import Settings
-from seglog.engine.aio import AppendWaiters
-from seglog.engine.engine import Engine
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http import health, records, topics
-from seglog.http.auth import KeyRing, Principal, bearer_token
-from seglog.http.errors import error_response
+from seglog.http.app_state import ServerState as ServerState  # the composition root's import
+from seglog.http.auth import Principal, bearer_token
+from seglog.http.common import body_ended_early
+from seglog.http.errors import error_response, status_for
 from seglog.http.openapi import openapi_bytes
+
+log = logging.getLogger(__name__)
 
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
+_LOGGED = "seglog.logged_exception"  # scope key: the exception already logged for this request
 
 
-@dataclass
-class ServerState:
-    """Owner of the server-wide mutable state that is not the engine's: per-key in-flight
-    counters, the asyncio append waiters, the shutdown flag. Touched only on the loop."""
+def log_internal(exc: BaseException, scope: MutableMapping[str, Any]) -> None:
+    """Log a 500's traceback once per request (method and path only: no query string,
+    which may carry `?token=`, and no headers)."""
+    if scope.get(_LOGGED) is exc:
+        return
+    scope[_LOGGED] = exc
+    log.error(
+        "500 internal error on %s %r: %s",
+        scope.get("method", "?"),
+        scope.get("path", "?"),
+        type(exc).__name__,
+        exc_info=exc,
+    )
 
-    engine: Engine
-    settings: Settings
-    keyring: KeyRing
-    recovery_done: asyncio.Event = field(default_factory=asyncio.Event)
-    waiters: AppendWaiters | None = None
-    shutting_down: bool = False
-    inflight: dict[str, int] = field(default_factory=dict)
-    started_monotonic: float = 0.0
 
-    def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.waiters = AppendWaiters(self.engine, loop)
-
-    async def begin_shutdown(self) -> None:
-        self.shutting_down = True
-        if self.waiters is not None:
-            self.waiters.wake_all()
+def _internal(exc: BaseException) -> SeglogError:
+    return SeglogError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
 
 
 class Guard:
@@ -67,6 +72,28 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = finished = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started, finished
+            if message["type"] == "http.response.start":
+                started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, tracked)
+        except Exception as exc:
+            # Starlette re-raises what its `Exception` handler already answered and logged;
+            # anything else (the guard's own failures) is logged and answered here.
+            log_internal(exc, scope)
+            if not started:
+                await _send_error(send, _internal(exc))
+            elif not finished:
+                raise  # half a response is out: let the server abort the connection
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
         st = self.state
         path: str = scope["path"]
         auth_on = st.keyring.enabled
@@ -151,20 +178,26 @@ def build_app(state: ServerState) -> ASGIApp:
             return error_response(SeglogError(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed"))
         return error_response(SeglogError(ErrorCode.NOT_FOUND, "no such route"))
 
-    async def domain_error(_request: Request, exc: Exception) -> Response:
+    async def domain_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SeglogError)
+        if status_for(exc.code) == 500:
+            log_internal(exc, request.scope)
         return error_response(exc)
 
-    async def crash(_request: Request, exc: Exception) -> Response:
-        return error_response(
-            SeglogError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
-        )
+    async def client_gone(_request: Request, _exc: Exception) -> Response:
+        # A body read outside `read_body` hit the end of the stream: still bad input.
+        return error_response(body_ended_early())
+
+    async def crash(request: Request, exc: Exception) -> Response:
+        log_internal(exc, request.scope)
+        return error_response(_internal(exc))
 
     app = Starlette(
         routes=routes,
         exception_handlers={
             HTTPException: http_error,
             SeglogError: domain_error,
+            ClientDisconnect: client_gone,
             Exception: crash,
         },
     )

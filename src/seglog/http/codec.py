@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -129,13 +128,41 @@ _DIGITS_TO_NUL = bytes(0 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
 _LONG_DIGIT_RUN = b"\x00" * 19
 _I64_MIN = -(2**63)
 _U64_MAX = 2**64 - 1
+_U64_DIGITS = len(str(_U64_MAX))
+# The precise re-check is a flat scan of the bytes, never a recursive parse: a document
+# nested up to orjson's depth limit must not reach Python's recursion limit.
+_ESCAPE = re.compile(rb"\\.", re.DOTALL)
+_LONG_NUMBER = re.compile(rb"-?[0-9]{19,}")
+_NUMBER_PART_BEFORE = frozenset(b".eE+-")  # the run is a fraction or an exponent
+_FLOAT_AFTER = frozenset(b".eE")  # the run is a float's integer part
 
 
-def _check_int(text: str) -> int:
-    value = int(text)
-    if not _I64_MIN <= value <= _U64_MAX:
-        raise ValueError(f"integer {text[:40]} is outside the 64-bit range")
-    return value
+def out_of_range_integer(raw: bytes) -> bytes | None:
+    """The first integer literal of the valid JSON document `raw` (outside strings) that
+    does not fit in `[-2**63, 2**64-1]`, or None.
+
+    Escape pairs are blanked first (same length, so offsets hold). In valid JSON every
+    backslash starts an escape and outside strings there are none, so every quote left
+    delimits a string: a run of digits is inside a string iff an odd number of quotes
+    precedes it.
+    """
+    text = _ESCAPE.sub(b"__", raw)
+    quotes = 0
+    scanned = 0
+    for m in _LONG_NUMBER.finditer(text):
+        start, end = m.span()
+        quotes += text.count(b'"', scanned, start)
+        scanned = start
+        if quotes % 2:
+            continue
+        if start > 0 and text[start - 1] in _NUMBER_PART_BEFORE:
+            continue
+        if end < len(text) and text[end] in _FLOAT_AFTER:
+            continue
+        literal = m.group()
+        if len(literal.lstrip(b"-")) > _U64_DIGITS or not _I64_MIN <= int(literal) <= _U64_MAX:
+            return literal
+    return None
 
 
 def parse_json_body(raw: bytes | bytearray | memoryview) -> Any:
@@ -143,14 +170,15 @@ def parse_json_body(raw: bytes | bytearray | memoryview) -> Any:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise invalid(f"malformed JSON body: {e}") from None
-    if _LONG_DIGIT_RUN in bytes(raw).translate(_DIGITS_TO_NUL):
-        try:
-            json.loads(bytes(raw), parse_int=_check_int)
-        except ValueError as e:
+    data = bytes(raw)
+    if _LONG_DIGIT_RUN in data.translate(_DIGITS_TO_NUL):
+        bad = out_of_range_integer(data)
+        if bad is not None:
+            shown = bad.decode("ascii") if len(bad) <= 40 else f"{bad[:40].decode('ascii')}..."
             raise invalid(
-                f"malformed JSON body: {e}; integers must fit in 64 bits "
-                "(send larger numbers as strings)"
-            ) from None
+                f"malformed JSON body: integer {shown} is outside the 64-bit range; integers "
+                "must fit in 64 bits (send larger numbers as strings)"
+            )
     return obj
 
 
@@ -342,10 +370,17 @@ def parse_bool_query(value: str | None, default: bool) -> bool:
 
 
 def parse_page_size(value: str | None) -> int:
-    """API §0.9: default 100, non-numeric ⇒ default, clamped to `[1, 1000]`."""
+    """API §0.9: default 100, non-numeric ⇒ default, clamped to `[1, 1000]`. Any length
+    of digits clamps (`int` refuses more than 4300 digits, so long values never reach it)."""
     if value is None or not _INT.fullmatch(value.strip()):
         return DEFAULT_PAGE_SIZE
-    return min(max(int(value.strip()), 1), MAX_PAGE_SIZE)
+    text = value.strip()
+    digits = text.lstrip("+-").lstrip("0")
+    if text.startswith("-") or not digits:
+        return 1
+    if len(digits) > len(str(MAX_PAGE_SIZE)):
+        return MAX_PAGE_SIZE
+    return min(int(digits), MAX_PAGE_SIZE)
 
 
 def encode_cursor(after: str) -> str:

@@ -1,6 +1,10 @@
 """Helpers shared by the route handlers: principal checks, bounded body reading, JSON
 responses with the `performance` block, and the engine calls that may wait on a WAL fsync
-(run in a worker thread so the event loop never blocks on the disk)."""
+(run in a worker thread so the event loop never blocks on the disk).
+
+A body that ends before it is complete (malformed chunked framing, or the client closing
+mid-body: Starlette's `ClientDisconnect`) is bad input, `400 invalid_request`, never a 500.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from seglog.errors import ErrorCode, SeglogError
@@ -46,17 +50,38 @@ def require(request: Request, scopes: tuple[Scope, ...], name: str | None = None
 
 async def read_body(request: Request, limit: int) -> bytes:
     """The whole body, or 413 `payload_too_large` before reading past `limit`."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and limit and int(declared) > limit:
+    if limit and declared_length_over(request.headers.get("content-length"), limit):
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if limit and size > limit:
-            raise _too_large(limit)
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if limit and size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+    except ClientDisconnect:
+        raise body_ended_early() from None
     return b"".join(chunks)
+
+
+def declared_length_over(declared: str | None, limit: int) -> bool:
+    """Whether a `Content-Length` value is a decimal number above `limit`. Only ASCII
+    digits count (`str.isdigit` also accepts e.g. `²`, which `int` refuses), and a value
+    longer than `limit` has digits is over it without converting (`int` refuses more than
+    4300 digits). The HTTP server rejects malformed values first; this holds regardless."""
+    if declared is None or not declared.isascii() or not declared.isdigit():
+        return False
+    digits = declared.lstrip("0")
+    return len(digits) > len(str(limit)) or (digits != "" and int(digits) > limit)
+
+
+def body_ended_early() -> SeglogError:
+    return SeglogError(
+        ErrorCode.INVALID_REQUEST,
+        "the request body ended before it was complete (bad chunked framing, or the "
+        "connection closed mid-body)",
+    )
 
 
 def _too_large(limit: int) -> SeglogError:

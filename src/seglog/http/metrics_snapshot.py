@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from seglog.http.app_state import ServerState
 from seglog.http.metrics_text import MetricsSnapshot, TopicMetrics, WalMetrics
 from seglog.model import Durability, TopicType
-
-if TYPE_CHECKING:
-    from seglog.http.app import ServerState
 
 
 def collect(state: ServerState, uptime_ms: int) -> MetricsSnapshot:
