@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from starlette.requests import Request
 from starlette.responses import Response
 
+from seglog.engine.aio import finish_op
 from seglog.http import codec
 from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
@@ -35,11 +36,15 @@ async def diff(request: Request) -> Response:
     engine = st.engine
 
     nodes = frozenset(req.nodes)
+    evict = engine.prepare_read(name)
+    if evict is not None:
+        # A retention watermark became due: await its commit here, never on the loop.
+        await finish_op(engine, evict)
     if engine.reads_cold(name, req.from_seq, req.limit):
         # Cold-tier bytes may come from a slow disk: read off the event loop.
         res = await blocking(engine.read, name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
     else:
-        res = engine.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
+        res = engine.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, wait=False)
     if (
         req.wait_ms > 0
         and not res.records
@@ -54,7 +59,7 @@ async def diff(request: Request) -> Response:
             )
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
-        res = engine.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
+        res = engine.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, wait=False)
     body = codec.encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
     return json_response(body)
 
