@@ -27,7 +27,6 @@ import orjson
 
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import seal_topic
-from seglog.engine.snapshots import take_snapshot
 from seglog.model import Durability, RecordIn, TopicConfig
 
 FRAME_OVERHEAD = 42 + 8  # WAL header + checksum + blob wrapper, roughly
@@ -183,7 +182,7 @@ def bench_recovery(root: Path, n: int) -> list[dict[str, object]]:
         for _ in range(n // 1000):
             e.write("big", [rec] * 1000)
         if mode == "snapshot":
-            take_snapshot(e)
+            e.snapshot()
         e.close(snapshot=False)
         t0 = time.perf_counter()
         e2 = open_engine(d, segment_max_events=100_000)

@@ -18,7 +18,6 @@ import pytest
 from seglog.clock import ManualClock
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import seal_topic
-from seglog.engine.snapshots import take_snapshot
 from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Durability, RecordIn, Selector, TopicConfig
 from seglog.storage.wal import WalError
@@ -73,7 +72,7 @@ def workload(e: Engine, ledger: Ledger, clock: ManualClock) -> None:
             ledger.deleted["f"] = doomed
             seal_topic(e, e.topics["f"])
         if i == 3:
-            take_snapshot(e)
+            e.snapshot()
         clock.advance(10)
 
 

@@ -1,6 +1,7 @@
 """Torn WAL tails: truncate or garble the tail at every byte offset of the last frames;
 recovery must stop at the last valid frame, truncate there, open, and keep every record
-before the damage — and new writes must continue and survive another restart."""
+before the damage — and new writes must continue and survive another restart. A garbled
+byte with valid frames after it is corruption: recovery refuses and touches nothing."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from seglog.core.framing import iter_raw
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.model import Durability, RecordIn, TopicConfig
 from seglog.storage.wal import wal_file_name
+from seglog.storage.walscan import WalCorruptionError
 
 
 def _build(root: Path) -> tuple[Path, list[int], list[int]]:
@@ -64,6 +66,17 @@ def test_every_byte_of_the_last_frames(tmp_path: Path, damage: str) -> None:
         else:
             buf[cut] ^= 0x5A
         target.write_bytes(bytes(buf))
-        got = _recover(work)
         intact = sum(1 for end in ends if end <= cut) - 1  # minus the TopicCreate frame
+        frame_start = max([0, *(end for end in ends if end <= cut)])
+        if damage == "garble" and cut < ends[-2]:
+            # Valid frames follow the damage: that is corruption, not a torn tail (STORAGE
+            # §3.1). The server refuses to start, names file and offset, changes nothing.
+            with pytest.raises(WalCorruptionError) as info:
+                _recover(work)
+            assert info.value.corruption.path == target
+            assert info.value.corruption.offset == frame_start
+            assert info.value.corruption.valid_frames_after == sum(1 for e in ends if e > cut) - 1
+            assert target.read_bytes() == bytes(buf), "a refused recovery changed the WAL"
+            continue
+        got = _recover(work)
         assert got == seqs[:intact], (cut, got)

@@ -41,9 +41,9 @@ async def finish_op(engine: Engine, op: PendingOp) -> None:
             break
         await wait_commit(first.commit)
         with owner.lock:
-            head = engine._apply_ready(owner, engine.clock.now_ms())
+            head = engine.publisher.apply_ready(owner, engine.clock.now_ms())
         if head is not None:
-            engine._notify(owner.name, head)
+            engine.publisher.notify(owner.name, head)
 
 
 async def finish_write(engine: Engine, pw: PendingWrite) -> WriteResult:

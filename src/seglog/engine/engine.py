@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -30,9 +30,13 @@ from seglog.core.framing import (
 )
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
+from seglog.engine import snapshots
 from seglog.engine.ops import OpKind, PendingOp, PendingWrite
+from seglog.engine.publisher import AppendListener, Publisher
+from seglog.engine.recovery import recover
+from seglog.engine.registry import Registry
 from seglog.engine.segments import SealPolicy, TopicSegments
-from seglog.engine.topic import DedupeEntry, RetentionCut, TopicState
+from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
     MAX_RECORD_BYTES,
@@ -59,7 +63,6 @@ from seglog.storage.wal import Commit, Wal, WalError, WalQueueFull
 HEAD_RESERVATION_STEP = 256
 log = logging.getLogger("seglog.engine")
 
-AppendListener = Callable[[str, int], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +90,8 @@ class Engine:
         self.options = options
         self.fs: Fs = fs if fs is not None else RealFs()
         self.clock: Clock = clock if clock is not None else SystemClock()
-        self.topics: dict[str, TopicState] = {}
-        self.by_id: dict[int, TopicState] = {}
-        self.next_topic_id = 1
-        self._registry_lock = threading.RLock()
-        self._sorted_names: list[str] | None = None
-        self._listeners: list[AppendListener] = []
+        self.registry = Registry()
+        self.publisher = Publisher(self.clock, self.retain)
         self.seal_policy = SealPolicy(
             options.segment_max_events,
             options.segment_max_bytes,
@@ -107,14 +106,35 @@ class Engine:
         self.wal_bytes_at_snapshot = 0
         self.snapshot_lock = threading.Lock()
         self.last_snapshot: SnapshotMark | None = None  # the newest snapshot on disk
+        self.torn_tails_total = 0
 
     # ---- lifecycle ------------------------------------------------------------------
     def open(self, on_progress: Callable[[float], None] | None = None) -> None:
         """Lock the data dir, recover (STORAGE §6) and open the WAL writers."""
-        from seglog.engine.recovery import recover
-
         self.datadir = DataDir.open(self.fs, self.options.data_dir, self.options.cold_dir)
-        tails, layout_changed = recover(self, on_progress)
+
+        def progress(fraction: float) -> None:
+            self.replay_progress = fraction
+            if on_progress is not None:
+                on_progress(fraction)
+
+        try:
+            rec = recover(
+                self.fs,
+                self.datadir,
+                wal_shards=self.options.wal_shards,
+                clock=self.clock,
+                attach_segments=self.attach_segments,
+                on_progress=progress,
+            )
+        except BaseException:
+            self.datadir.close()
+            self.datadir = None
+            raise
+        self.registry = rec.registry
+        self.last_snapshot = rec.last_snapshot
+        self.torn_tails_total = rec.torn_tails
+        tails, layout_changed = rec.tails, rec.layout_changed
         wal = Wal(
             self.fs,
             self.datadir.wal_dir,
@@ -126,9 +146,7 @@ class Engine:
         if layout_changed:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
             # absorb the old layout's groups before any write lands in the new one.
-            from seglog.engine.snapshots import take_snapshot
-
-            take_snapshot(self)
+            self.snapshot()
         self.last_snapshot_ms = self.clock.now_ms()
         self.replay_progress = 1.0
         self.ready = True
@@ -138,10 +156,8 @@ class Engine:
         if self.wal is None:
             return
         try:
-            if snapshot and self.topics:
-                from seglog.engine.snapshots import take_snapshot
-
-                take_snapshot(self)
+            if snapshot and len(self.registry):
+                self.snapshot()
         finally:
             self.wal.close()
             self.wal = None
@@ -153,17 +169,40 @@ class Engine:
                 self.datadir = None
             self.ready = False
 
+    def snapshot(self) -> int:
+        """Take a snapshot now (STORAGE §5.3); returns its id, raises on failure."""
+        wal, dd = self.wal, self.datadir
+        if wal is None or dd is None:
+            raise RuntimeError("engine is not open")
+        with self.snapshot_lock:
+            now = self.clock.now_ms()
+            mark = snapshots.take(
+                self.registry, wal, self.publisher, self.fs, dd.meta_dir, now, self.last_snapshot
+            )
+            self.last_snapshot = mark
+            self.last_snapshot_ms = now
+            self.wal_bytes_at_snapshot = wal.bytes_written_total
+            return mark.id
+
+    # ---- owners' public faces ----------------------------------------------------------
+    @property
+    def topics(self) -> Mapping[str, TopicState]:
+        return self.registry.by_name
+
+    @property
+    def by_id(self) -> Mapping[int, TopicState]:
+        return self.registry.by_id
+
     def add_listener(self, fn: AppendListener) -> None:
         """`fn(topic, head_seq)` runs after records are published; it must not block."""
-        self._listeners.append(fn)
+        self.publisher.add_listener(fn)
 
     def remove_listener(self, fn: AppendListener) -> None:
-        if fn in self._listeners:
-            self._listeners.remove(fn)
+        self.publisher.remove_listener(fn)
 
-    def _notify(self, name: str, head: int) -> None:
-        for fn in list(self._listeners):
-            fn(name, head)
+    def drain(self, op: PendingOp) -> None:
+        """Wait for `op` and everything ahead of it, applying them in order."""
+        self.publisher.drain(op)
 
     # ---- helpers --------------------------------------------------------------------
     def _require_wal(self) -> Wal:
@@ -208,7 +247,7 @@ class Engine:
         if cut is None:
             return None
         if not (cut.needs_watermark and t.persistent):
-            self._apply_cut(t, cut)
+            self.publisher.apply_cut(t, cut)
             return None
         inflight: PendingOp | None = t.pending_cut
         if inflight is not None and inflight.cut is not None and inflight.cut.covers(cut):
@@ -225,20 +264,6 @@ class Engine:
         t.pending.append(op)
         t.pending_cut = op
         return op
-
-    def _apply_cut(self, t: TopicState, cut: RetentionCut) -> None:
-        t.apply_cut(cut)
-        if t.segments is not None:
-            t.segments.drop_dead(t)
-
-    def _apply_evict(self, t: TopicState, op: PendingOp) -> None:
-        if t.pending_cut is op:
-            t.pending_cut = None
-        if op.commit.error is not None:
-            log.warning("topic %r: eviction watermark failed: %s", t.name, op.commit.error)
-            return
-        assert op.cut is not None
-        self._apply_cut(t, op.cut)
 
     def _retained(self, t: TopicState) -> None:
         """Run a retention pass on `t` and wait for its watermark (callers off the loop)."""
@@ -266,7 +291,7 @@ class Engine:
             if config.type is TopicType.QUEUE and dl == name:
                 raise invalid("dead_letter must differ from the queue itself", {"dead_letter": dl})
         body = TopicCreateBody(name, config.to_json()).encode()
-        with self._registry_lock:
+        with self.registry.lock:
             t = self.topics.get(name)
             if t is not None:
                 if t.config.type is not config.type:
@@ -297,32 +322,29 @@ class Engine:
                 raise throttled(
                     f"topic limit of {cap} reached", {"limit": "max_topics", "max": cap}
                 )
-            tid = self.next_topic_id
-            self.next_topic_id += 1
+            tid = self.registry.allocate_id()
             self.log_durable(tid, FrameType.TOPIC_CREATE, body)
             self.register_topic(TopicState(name, tid, config))
             return PutTopicResult(name, True, config)
 
     def register_topic(self, t: TopicState) -> None:
-        if t.persistent and t.segments is None:
-            t.segments = self.new_segments(t.topic_id, t.head + 1)
-        self.topics[t.name] = t
-        self.by_id[t.topic_id] = t
-        self._sorted_names = None
+        self.attach_segments(t)
+        self.registry.add(t)
 
     def unregister_topic(self, t: TopicState) -> None:
-        self.topics.pop(t.name, None)
-        self.by_id.pop(t.topic_id, None)
-        self._sorted_names = None
-        t.deleted = True
+        self.registry.remove(t)
 
     def apply_config(self, t: TopicState, config: TopicConfig) -> None:
         t.config = config
+        self.attach_segments(t)
+
+    def attach_segments(self, t: TopicState) -> None:
+        """A persistent topic materializes into segments from its next seq on."""
         if t.persistent and t.segments is None:
             t.segments = self.new_segments(t.topic_id, t.head + 1)
 
     def drop_topic(self, name: str, if_empty: bool = False) -> DropTopicResult:
-        with self._registry_lock:
+        with self.registry.lock:
             t = self.topics.get(name)
             if t is None:
                 return DropTopicResult(name, False, [])
@@ -376,10 +398,7 @@ class Engine:
         self, prefix: str = "", after: str | None = None, limit: int = 100, touch: bool = False
     ) -> tuple[list[TopicInfo], bool]:
         """A page of topics sorted by name (byte order), strictly after `after`."""
-        names = self._sorted_names
-        if names is None:
-            with self._registry_lock:
-                names = self._sorted_names = sorted(self.topics)  # ASCII: str order == byte order
+        names = self.registry.sorted_names()
         lo = bisect_right(names, after) if after is not None else 0
         if prefix:
             lo = max(lo, bisect_left(names, prefix))
@@ -479,11 +498,11 @@ class Engine:
                 op.idempotency_key = idempotency_key
                 t.dedupe[idempotency_key] = DedupeEntry(now, op)
             if op.commit.done() and t.pending and t.pending[0] is op:
-                head = self._apply_ready(t, now)
+                head = self.publisher.apply_ready(t, now)
             else:
                 head = None
         if head is not None:
-            self._notify(name, head)
+            self.publisher.notify(name, head)
         return PendingWrite(name, op, created, False)
 
     def _dedupe_lookup(self, t: TopicState, key: str, now: int) -> DedupeEntry | None:
@@ -611,83 +630,6 @@ class Engine:
             return replace(res, created=True)
         return res
 
-    def drain(self, op: PendingOp) -> None:
-        """Apply every completed op ahead of and including `op`, waiting (outside the topic
-        lock) for earlier commits when needed."""
-        topic: TopicState = op.owner
-        while not op.applied:
-            with topic.lock:
-                head = self._apply_ready(topic, self.clock.now_ms())
-                first = topic.pending[0] if topic.pending else None
-            if head is not None:
-                self._notify(topic.name, head)
-            if op.applied or first is None:
-                break
-            try:
-                first.commit.wait()
-            except WalError:
-                pass
-
-    def _apply_ready(self, t: TopicState, now: int) -> int | None:
-        """Under `t.lock`: apply completed ops from the queue head, in order. Returns the new
-        head if records were published (to notify listeners outside the lock). An op that
-        is popped is always completed, whatever goes wrong while applying it."""
-        published = False
-        while t.pending and t.pending[0].commit.done():
-            op = t.pending.popleft()
-            try:
-                if op.kind is OpKind.APPEND:
-                    published |= self._apply_append(t, op)
-                elif op.kind is OpKind.DELETE:
-                    self._apply_delete(t, op)
-                else:
-                    self._apply_evict(t, op)
-            except Exception as e:  # a bug: fail this op loudly, never strand its waiter
-                log.exception("applying a %s on topic %r failed", op.kind.name, t.name)
-                op.error = internal(f"applying the operation failed: {e!r}")
-            op.applied = True
-        if published:
-            self.retain(t, now)
-            return t.head
-        return None
-
-    def _apply_append(self, t: TopicState, op: PendingOp) -> bool:
-        n = op.count
-        t.pending_count -= n
-        t.pending_bytes -= op.size
-        err = op.commit.error
-        if err is not None or t.deleted:
-            if not t.deleted:
-                # Only this write fails: its seqs stay a hole, later writes keep theirs.
-                t.append_holes(op.first_seq + n - 1, op.ts)
-            op.error = internal(
-                f"WAL commit failed: {err}" if err is not None else "the topic was deleted"
-            )
-            if op.idempotency_key is not None:
-                t.dedupe.pop(op.idempotency_key, None)
-            op.records = None
-            return False
-        assert op.records is not None
-        if op.reservation > t.reservation_durable:
-            t.reservation_durable = op.reservation
-        t.publish_batch(op.first_seq, op.ts, op.records)
-        op.records = None
-        op.write_result = WriteResult(
-            topic=t.name,
-            first_seq=op.first_seq,
-            last_seq=op.first_seq + n - 1,
-            seqs=list(range(op.first_seq, op.first_seq + n)),
-            head_seq=t.head,
-            count=n,
-            created=False,
-            deduped=False,
-            wal_append_ms=op.commit.wal_ms,
-            # fsync_ms is the class's own cost: a disk write that also carried its head
-            # reservation waited for an fsync, but that is not the class's ack condition.
-            fsync_ms=op.commit.fsync_ms if t.config.durability is Durability.FSYNC else 0.0,
-        )
-        return True
-
     # ---- deletes --------------------------------------------------------------------
     def delete_records(
         self,
@@ -727,26 +669,6 @@ class Engine:
             raise op.error
         assert op.delete_result is not None
         return op.delete_result
-
-    def _apply_delete(self, t: TopicState, op: PendingOp) -> None:
-        err = op.commit.error
-        if err is not None:
-            op.error = internal(f"WAL commit failed: {err}")
-            return
-        before = t.count
-        killed = t.apply_delete(op.before_seq, op.match, op.bound, op.seqs)
-        if t.segments is not None:
-            try:
-                if killed:
-                    t.segments.flag_deleted(killed)
-                t.segments.drop_dead(t, killed)
-            except OSError as e:
-                # The delete is durable already (its WAL frame, then snapshots); the flags
-                # and unlinks only reclaim space sooner, and recovery redoes them.
-                log.warning("topic %r: reclaiming deleted records failed: %s", t.name, e)
-        op.delete_result = DeleteResult(
-            t.name, before - t.count, t.earliest(), t.head, t.count, t.bytes
-        )
 
     # ---- reads ----------------------------------------------------------------------
     def read(

@@ -11,7 +11,6 @@ import threading
 
 from seglog.engine.engine import Engine
 from seglog.engine.segments import encode_rows
-from seglog.engine.snapshots import take_snapshot
 from seglog.engine.topic import TopicState
 from seglog.storage.tiers import plan_relocation, relocate
 
@@ -112,7 +111,7 @@ class Maintenance:
         if now >= self._next_snapshot_check:
             self._next_snapshot_check = now + SNAPSHOT_CHECK_MS
             if self.snapshot_due(now):
-                take_snapshot(e)
+                e.snapshot()
         if e.options.cold_dir is not None and now >= self._next_relocation:
             self._next_relocation = now + RELOCATION_CHECK_MS
             for t in list(e.by_id.values()):

@@ -1,5 +1,6 @@
-"""Startup recovery (STORAGE §6): snapshot → WAL replay → truncate → head reservations →
-segment reconciliation. Deterministic and idempotent: running it again over the same
+"""Startup recovery (STORAGE §6): snapshot → WAL replay → torn tails cut, or a refusal on
+corruption → head reservations → segment reconciliation. A function over the files that
+returns the state it rebuilt (`Recovered`); it knows nothing of the engine that adopts it. Deterministic and idempotent: running it again over the same
 files converges to the same state, because every frame is applied by rules that ignore
 what is already reflected (`seq <= head`, ids, floors only rise).
 
@@ -9,9 +10,11 @@ the replayed records and the clock, and the next live retention pass logs what i
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
+from seglog.clock import Clock
 from seglog.core.framing import (
     DeleteBody,
     EvictWatermarkBody,
@@ -23,112 +26,131 @@ from seglog.core.framing import (
     WalFrame,
     decode_blob,
 )
+from seglog.engine.registry import Registry
 from seglog.engine.snapshots import restore_topic, snapshot_positions
 from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
-from seglog.storage.datadir import list_topic_ids
+from seglog.storage.datadir import DataDir, list_topic_ids
+from seglog.storage.fs import Fs
 from seglog.storage.snapshot import SnapshotMark, load_latest_snapshot
-from seglog.storage.wal import (
-    WalGroup,
-    discover_groups,
-    read_group_raw,
-    replay_order,
-    truncate_tails,
-)
+from seglog.storage.wal import WalGroup, discover_groups, group_key, replay_order
+from seglog.storage.walscan import GroupScan, GroupScanner, check_groups, seal_torn_tails
 
-if TYPE_CHECKING:
-    from seglog.engine.engine import Engine
+log = logging.getLogger("seglog.recovery")
 
 Position = tuple[int, int]
+AttachSegments = Callable[[TopicState], None]
+
+
+@dataclass(slots=True)
+class Recovered:
+    """What recovery rebuilt: the registry, where each current WAL shard continues, whether
+    the shard layout changed (the caller snapshots before any write, §6 step 5), the
+    snapshot it started from, and how many torn tails it cut."""
+
+    registry: Registry
+    tails: dict[str, Position]
+    layout_changed: bool
+    last_snapshot: SnapshotMark | None
+    torn_tails: int
+
+
+@dataclass(slots=True)
+class _Replay:
+    registry: Registry
+    attach_segments: AttachSegments
+    now: int
 
 
 def recover(
-    engine: Engine, on_progress: Callable[[float], None] | None = None
-) -> tuple[dict[str, Position], bool]:
-    """Returns the WAL tails to open the writers at, and whether the shard layout changed
-    (the caller then snapshots before accepting any write, §6 step 5)."""
-    dd = engine.datadir
-    assert dd is not None
-    fs = engine.fs
+    fs: Fs,
+    datadir: DataDir,
+    *,
+    wal_shards: int,
+    clock: Clock,
+    attach_segments: AttachSegments,
+    on_progress: Callable[[float], None] | None = None,
+) -> Recovered:
+    """STORAGE §6 steps 2–8 over the locked `datadir`. Raises `WalCorruptionError` (and
+    changes nothing on disk) when a WAL group holds valid frames after an invalid one."""
+    registry = Registry()
+    rp = _Replay(registry, attach_segments, clock.now_ms())
     starts: dict[str, Position] = {}
-    snap = load_latest_snapshot(fs, dd.meta_dir)
+    last_snapshot = None
+    snap = load_latest_snapshot(fs, datadir.meta_dir)
     if snap is not None:
-        engine.next_topic_id = max(engine.next_topic_id, int(snap.get("next_topic_id", 1)))
+        registry.note_id(int(snap.get("next_topic_id", 1)) - 1)
         for entry in snap.get("topics", []):
             t = restore_topic(entry)
-            engine.register_topic(t)
+            attach_segments(t)
+            registry.add(t)
         starts = snapshot_positions(snap)
-        engine.last_snapshot = SnapshotMark(int(snap["id"]), starts)
+        last_snapshot = SnapshotMark(int(snap["id"]), starts)
 
-    groups = discover_groups(fs, dd.wal_dir)
-    shards = max(1, engine.options.wal_shards)
+    groups = discover_groups(fs, datadir.wal_dir)
+    shards = max(1, wal_shards)
     ordered = replay_order(groups, shards)
-    current = {_group_key(i, shards) for i in range(shards)}
-    total_bytes = sum(_group_bytes(engine, g, starts) for g in ordered) or 1
+    current = {group_key(i, shards) for i in range(shards)}
+    total_bytes = sum(_group_bytes(fs, g, starts) for g in ordered) or 1
     done_bytes = 0
 
     def progress(nbytes: int) -> None:
         nonlocal done_bytes
         done_bytes += nbytes
-        engine.replay_progress = min(done_bytes / total_bytes, 0.999)
         if on_progress is not None:
-            on_progress(engine.replay_progress)
+            on_progress(min(done_bytes / total_bytes, 0.999))
 
     # Frames of one topic past the checkpoints are all in one group: every layout change
     # is followed by a snapshot before any write (below), so groups replay independently,
     # the old layout's first.
-    ends: dict[str, Position] = {}
+    scans: list[GroupScan] = []
     for g in ordered:
-        _apply_all(engine, _frames(engine, g, starts, progress, ends))
+        scanner = GroupScanner(fs, g, starts.get(g.key, (1, 0)))
+        _apply_all(rp, _frames(scanner, progress))
+        scans.append(scanner.result)
+    # Step 6: nothing on disk changes before every group is known sound.
+    check_groups(scans)
+    torn = 0
+    for sc in scans:
+        for path, offset in seal_torn_tails(fs, sc):
+            torn += 1
+            log.warning("WAL %s: torn tail cut at offset %d", path, offset)
     layout_changed = bool(groups) and {g.key for g in groups} != current
 
-    tails = truncate_tails(fs, groups, engine.options.wal_file_size, ends)
-    now = engine.clock.now_ms()
-    for t in list(engine.by_id.values()):
+    for t in registry.all():
         if t.persistent and t.reservation > t.head:
             # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
             # a class change to a persistent class, may have acked seqs up to there.
-            t.append_holes(t.reservation, now)
+            t.append_holes(t.reservation, rp.now)
             t.pop_front()
         t.reserved = t.head
         t.reservation = t.reservation_durable = t.head
-        _reconcile_segments(engine, t)
-    known = set(engine.by_id)
-    for root in (dd.topics_dir, dd.cold_topics_dir):
+        _reconcile_segments(t)
+    known = set(registry.by_id)
+    for root in (datadir.topics_dir, datadir.cold_topics_dir):
         if root is None:
             continue
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    return {k: v for k, v in tails.items() if k in current}, layout_changed
+    tails = {sc.key: tail for sc in scans if sc.key in current and (tail := sc.tail) is not None}
+    return Recovered(registry, tails, layout_changed, last_snapshot, torn)
 
 
-def _group_key(shard: int, shards: int) -> str:
-    return "" if shards == 1 else f"shard-{shard:02d}"
-
-
-def _group_bytes(engine: Engine, g: WalGroup, starts: dict[str, Position]) -> int:
+def _group_bytes(fs: Fs, g: WalGroup, starts: dict[str, Position]) -> int:
     start_idx, start_off = starts.get(g.key, (1, 0))
     total = 0
     for idx, path in g.files:
         if idx < start_idx:
             continue
-        size = engine.fs.file_size(path)
-        total += max(0, size - (start_off if idx == start_idx else 0))
+        total += max(0, fs.file_size(path) - (start_off if idx == start_idx else 0))
     return total
 
 
-def _frames(
-    engine: Engine,
-    g: WalGroup,
-    starts: dict[str, Position],
-    progress: Callable[[int], None],
-    ends: dict[str, Position],
-) -> Iterator[RawFrame]:
-    start = starts.get(g.key, (1, 0))
-    last_idx, last_end = start
+def _frames(scanner: GroupScanner, progress: Callable[[int], None]) -> Iterator[RawFrame]:
+    last_idx, last_end = scanner.start
     pending = 0
-    for idx, raw in read_group_raw(engine.fs, g, start, ends):
+    for idx, raw in scanner:
         if idx != last_idx:
             last_idx, last_end = idx, 0
         pending += raw[0] - last_end
@@ -147,19 +169,19 @@ _REGISTRY_FRAMES = frozenset(
 )
 
 
-def _apply_all(engine: Engine, frames: Iterable[RawFrame]) -> None:
+def _apply_all(rp: _Replay, frames: Iterable[RawFrame]) -> None:
     """The replay hot loop: Append frames are applied inline; control frames go through
     `_apply_control`. The record cap is applied after every append, as the live write path
     does after every publish: it counts live records, so it is not derivable from the head
     alone once deletes interleave with writes (SEMANTICS §4.2)."""
-    by_id = engine.by_id
-    persistent, caps = _replayed_topics(engine)
+    by_id = rp.registry.by_id
+    persistent, caps = _replayed_topics(rp.registry)
     for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
         if ftype != _APPEND:
             frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
-            _apply_control(engine, frame)
+            _apply_control(rp, frame)
             if ftype in _REGISTRY_FRAMES:
-                persistent, caps = _replayed_topics(engine)
+                persistent, caps = _replayed_topics(rp.registry)
             continue
         if tid not in persistent:
             continue
@@ -177,43 +199,53 @@ def _apply_all(engine: Engine, frames: Iterable[RawFrame]) -> None:
             t.apply_record_cap()
 
 
-def _replayed_topics(engine: Engine) -> tuple[set[int], dict[int, int]]:
+def _replayed_topics(registry: Registry) -> tuple[set[int], dict[int, int]]:
     """Ids of the persistent topics, and the record caps among them."""
-    persistent = {tid for tid, t in engine.by_id.items() if t.persistent}
+    persistent = {tid for tid, t in registry.by_id.items() if t.persistent}
     caps = {
         tid: t.config.cap_records
-        for tid, t in engine.by_id.items()
+        for tid, t in registry.by_id.items()
         if tid in persistent and t.config.cap_records > 0
     }
     return persistent, caps
 
 
-def _apply_control(engine: Engine, f: WalFrame) -> None:
+def _apply_control(rp: _Replay, f: WalFrame) -> None:
+    registry = rp.registry
     ft = f.type
     if ft in (FrameType.TOPIC_CREATE, FrameType.CONFIG_UPDATE):
         body = TopicCreateBody.decode(f.data)
         config = TopicConfig.from_json(body.config_json)
-        engine.next_topic_id = max(engine.next_topic_id, f.topic_id + 1)
-        existing = engine.topics.get(body.name)
+        registry.note_id(f.topic_id)
+        existing = registry.get(body.name)
         if existing is not None and existing.topic_id > f.topic_id:
             return
         if existing is not None and existing.topic_id == f.topic_id:
-            engine.apply_config(existing, config)
-            _retain_in_memory(engine, existing)
+            existing.config = config
+            rp.attach_segments(existing)
+            cut = existing.retention_cut(rp.now)
+            if cut is not None:
+                existing.apply_cut(cut)
             return
         if existing is not None:
-            engine.unregister_topic(existing)
-        engine.register_topic(TopicState(body.name, f.topic_id, config))
+            registry.remove(existing)
+        t = TopicState(body.name, f.topic_id, config)
+        rp.attach_segments(t)
+        registry.add(t)
         return
     if ft is FrameType.TOPIC_DELETE:
         name = TopicDeleteBody.decode(f.data).name
-        t = engine.topics.get(name)
-        if t is not None and t.topic_id == f.topic_id:
-            engine.unregister_topic(t)
+        gone = registry.get(name)
+        if gone is not None and gone.topic_id == f.topic_id:
+            registry.remove(gone)
         return
-    t = engine.by_id.get(f.topic_id)
-    if t is None:
-        return
+    target = registry.by_id.get(f.topic_id)
+    if target is not None:
+        _apply_topic_frame(target, f)
+
+
+def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
+    ft = f.type
     if ft is FrameType.DELETE:
         if not t.persistent:
             return
@@ -229,13 +261,7 @@ def _apply_control(engine: Engine, f: WalFrame) -> None:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
 
 
-def _retain_in_memory(engine: Engine, t: TopicState) -> None:
-    cut = t.retention_cut(engine.clock.now_ms())
-    if cut is not None:
-        t.apply_cut(cut)
-
-
-def _reconcile_segments(engine: Engine, t: TopicState) -> None:
+def _reconcile_segments(t: TopicState) -> None:
     """§6 step 8: reuse sealed segments within the head, drop the rest, re-apply flags."""
     segs = t.segments
     if segs is None:

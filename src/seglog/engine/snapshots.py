@@ -1,6 +1,6 @@
 """Metadata snapshots (STORAGE §5): capture the engine into the §5.2 body and restore it.
 
-A snapshot is taken by one thread at a time (`Engine.snapshot_lock`). Each topic is
+A snapshot is taken by one thread at a time (the engine serializes `take`). Each topic is
 captured under its lock after every already-submitted op has been applied, so the
 captured head is exact and every frame after the recorded WAL positions is either already
 reflected (and ignored on replay because `seq <= head`) or replayed idempotently.
@@ -8,20 +8,21 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 
 import orjson
 
 from seglog.core.framing import decode_blob
 from seglog.core.jsonbytes import json_bytes
+from seglog.engine.publisher import Publisher
+from seglog.engine.registry import Registry
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import Durability, TopicConfig
+from seglog.storage.fs import Fs
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import SnapshotMark, write_snapshot
-from seglog.storage.wal import WalError
-
-if TYPE_CHECKING:
-    from seglog.engine.engine import Engine
+from seglog.storage.wal import Wal, WalError
 
 
 def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) -> None:
@@ -68,9 +69,7 @@ def records_json(rows: Rows) -> bytes:
     return b"[" + b",".join(parts) + b"]"
 
 
-def capture_topic(
-    engine: Engine, t: TopicState
-) -> tuple[dict[str, Any], Rows | None, list[PinnedSegment]]:
+def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None, list[PinnedSegment]]:
     """Under `t.lock` with no pending ops: the §5.2 topic entry without its `records`, the
     rows to render them from once the lock is released (None for ephemeral topics), and the
     sealed segments holding payloads that left memory, pinned. Only list copies here."""
@@ -156,73 +155,70 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
     return t
 
 
-def take_snapshot(engine: Engine) -> int:
-    """STORAGE §5.3. Returns the snapshot id; raises on failure (nothing is deleted)."""
-    wal = engine.wal
-    datadir = engine.datadir
-    if wal is None or datadir is None:
-        raise RuntimeError("engine is not open")
-    with engine.snapshot_lock:
-        now = engine.clock.now_ms()
-        # Control-plane changes commit their frame and apply it under the registry lock.
-        # Holding it across the checkpoint puts each change wholly before the marks (and
-        # in this capture) or wholly after them (and in the replayed WAL), never between.
-        with engine._registry_lock:
-            positions = wal.checkpoint(now)
-            listed = sorted(engine.by_id.values(), key=lambda x: x.topic_id)
-            next_topic_id = engine.next_topic_id
-        topics: list[dict[str, Any]] = []
-        for t in listed:
-            rows = None
-            head = None
-            with t.lock:
-                if t.deleted:
-                    continue  # dropped after the marks: replay applies its TopicDelete
-                while t.pending:
-                    try:
-                        t.pending[0].commit.wait()
-                    except WalError:
-                        pass
-                    head = engine._apply_ready(t, now)
-                engine.retain(t, now)
-                entry, rows, pins = capture_topic(engine, t)
-                topics.append(entry)
-                if t.config.durability is Durability.DISK:
-                    # The HeadWatermark that covers seqs above this head sits before the
-                    # checkpoint and will be skipped by replay, so the next disk write must
-                    # log a fresh reservation after it.
-                    t.reservation = t.reservation_durable = t.head
-            if head is not None:
-                engine._notify(t.name, head)
-            if rows is not None:
-                assert t.segments is not None
-                load_payloads(rows, t.segments.store, pins)
-                entry["records"] = orjson.Fragment(records_json(rows))
-        body: dict[str, Any] = {
-            "id": 0,
-            "ts": now,
-            "next_topic_id": next_topic_id,
-            "checkpoint": {
-                "last_checkpoint_seq": 0,
-                "groups": [
-                    {"key": key, "wal_idx": idx, "wal_offset": off}
-                    for key, (idx, off) in sorted(positions.items())
-                ],
-            },
-            "topics": topics,
-            "routers": [],
-        }
-        previous = engine.last_snapshot
-        snap_id = write_snapshot(
-            engine.fs, datadir.meta_dir, body, keep=previous.id if previous else None
-        )
-        # Two snapshots stay: the WAL the older one replays from must stay too, so that a
-        # damaged newest snapshot falls back to it without losing anything.
-        wal.delete_absorbed(previous.positions if previous else None)
-        engine.last_snapshot = SnapshotMark(snap_id, positions)
-        engine.last_snapshot_ms = now
-        engine.wal_bytes_at_snapshot = wal.bytes_written_total
-        return snap_id
+def take(
+    registry: Registry,
+    wal: Wal,
+    publisher: Publisher,
+    fs: Fs,
+    meta_dir: Path,
+    now: int,
+    previous: SnapshotMark | None,
+) -> SnapshotMark:
+    """STORAGE §5.3 (the caller serializes snapshots). Returns the new snapshot's mark;
+    raises on failure (then nothing is deleted). `previous` is the newest snapshot on disk,
+    kept beside the new one."""
+    # Control-plane changes commit their frame and apply it under the registry lock.
+    # Holding it across the checkpoint puts each change wholly before the marks (and in
+    # this capture) or wholly after them (and in the replayed WAL), never between.
+    with registry.lock:
+        positions = wal.checkpoint(now)
+        listed = registry.all()
+        next_topic_id = registry.next_topic_id
+    topics: list[dict[str, Any]] = []
+    for t in listed:
+        rows = None
+        head = None
+        with t.lock:
+            if t.deleted:
+                continue  # dropped after the marks: replay applies its TopicDelete
+            while t.pending:
+                try:
+                    t.pending[0].commit.wait()
+                except WalError:
+                    pass
+                head = publisher.apply_ready(t, now)
+            entry, rows, pins = capture_topic(t)
+            topics.append(entry)
+            if t.config.durability is Durability.DISK:
+                # The HeadWatermark that covers seqs above this head sits before the
+                # checkpoint and will be skipped by replay, so the next disk write must log
+                # a fresh reservation after it.
+                t.reservation = t.reservation_durable = t.head
+        if head is not None:
+            publisher.notify(t.name, head)
+        if rows is not None:
+            assert t.segments is not None
+            load_payloads(rows, t.segments.store, pins)
+            entry["records"] = orjson.Fragment(records_json(rows))
+    body: dict[str, Any] = {
+        "id": 0,
+        "ts": now,
+        "next_topic_id": next_topic_id,
+        "checkpoint": {
+            "last_checkpoint_seq": 0,
+            "groups": [
+                {"key": key, "wal_idx": idx, "wal_offset": off}
+                for key, (idx, off) in sorted(positions.items())
+            ],
+        },
+        "topics": topics,
+        "routers": [],
+    }
+    snap_id = write_snapshot(fs, meta_dir, body, keep=previous.id if previous else None)
+    # Two snapshots stay: the WAL the older one replays from must stay too, so that a
+    # damaged newest snapshot falls back to it without losing anything.
+    wal.delete_absorbed(previous.positions if previous else None)
+    return SnapshotMark(snap_id, positions)
 
 
 def snapshot_positions(body: dict[str, Any]) -> dict[str, tuple[int, int]]:

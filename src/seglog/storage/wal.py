@@ -47,8 +47,6 @@ from seglog.core.framing import (
     CheckpointMarkBody,
     FrameScanner,
     FrameType,
-    RawFrame,
-    RawScanner,
     WalFrame,
     encode_control,
     valid_end,
@@ -767,25 +765,6 @@ def read_group(
                     yield idx, end, frame
             finally:
                 it.close()  # releases the view before unmapping
-
-
-def read_group_raw(
-    fs: Fs, group: WalGroup, start: Position = (1, 0), ends: dict[str, Position] | None = None
-) -> Iterator[tuple[int, RawFrame]]:
-    """`read_group` for recovery's hot loop: `(file idx, RawFrame)`. When iterated to the
-    end, `ends[group.key]` holds the newest file's logical end, so `truncate_tails` need not
-    scan that file again."""
-    for idx, path, off in _group_files(group, start):
-        with _mapped(fs, path) as buf:
-            scanner = RawScanner(buf, off)
-            it = scanner.__iter__()
-            try:
-                for raw in it:
-                    yield idx, raw
-            finally:
-                it.close()
-        if ends is not None and (idx, path) == group.files[-1]:
-            ends[group.key] = (idx, scanner.end)
 
 
 def _file_valid_end(fs: Fs, path: Path) -> int:
