@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from seglog.storage.datadir import DataDir, DataDirInUse, list_topic_ids, make_dirs_durably
+from seglog.storage.datadir import (
+    ColdDirInUse,
+    DataDir,
+    DataDirInUse,
+    DirLocks,
+    list_topic_ids,
+    make_dirs_durably,
+)
 from seglog.storage.fs import RealFs
 
 
@@ -56,3 +63,41 @@ def test_make_dirs_durably_is_idempotent(tmp_path: Path) -> None:
     make_dirs_durably(fs, target)
     make_dirs_durably(fs, target)
     assert target.is_dir()
+
+
+def test_the_cold_dir_is_locked_too_and_a_held_one_leaves_nothing_locked(tmp_path: Path) -> None:
+    cold = tmp_path / "cold"
+    first = DataDir.open(RealFs(), tmp_path / "a", cold)
+    try:
+        assert (cold / ".seglog.lock").read_bytes() == f"pid={os.getpid()}\n".encode()
+        with pytest.raises(ColdDirInUse, match=rf"^cold directory {cold} is already in use$"):
+            DataDir.open(RealFs(), tmp_path / "b", cold)
+        assert not (tmp_path / "b" / "topics").exists()  # refused before the layout
+        DataDir.open(RealFs(), tmp_path / "b").close()  # b's data-dir lock was let go
+    finally:
+        first.close()
+    DataDir.open(RealFs(), tmp_path / "b", cold).close()
+
+
+def test_a_cold_dir_that_is_the_data_dir_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "data"
+    with pytest.raises(ColdDirInUse, match=r"is the data directory$"):
+        DataDir.open(RealFs(), root, tmp_path / "x" / ".." / "data")
+    DataDir.open(RealFs(), root).close()
+
+
+def test_a_data_dir_adopts_locks_taken_earlier(tmp_path: Path) -> None:
+    """The server locks before it listens; the engine's DataDir adopts those locks (no
+    window in which the directories are unlocked) and releases them on close."""
+    fs = RealFs()
+    root, cold = tmp_path / "data", tmp_path / "cold"
+    locks = DirLocks.acquire(fs, root, cold)
+    dd = DataDir.open(fs, root, cold, locks)
+    with pytest.raises(DataDirInUse):
+        DataDir.open(fs, root)
+    with pytest.raises(DataDirInUse):
+        DirLocks.acquire(fs, tmp_path / "other", cold)
+    dd.close()
+    assert not locks.held
+    locks.release()  # idempotent: the owner's release after the DataDir's is harmless
+    DataDir.open(fs, root, cold).close()

@@ -14,7 +14,15 @@ losing the unsynced changes, as Linux does after failed writeback); tear the N-t
 line up a group commit deterministically); `crash_after(n)`: the n-th mutating call takes
 effect and then raises `Crash` — a `BaseException`, so engine code cannot swallow it — and
 every later call raises `Crash` too (the world stopped).
-`crash_image()` builds a fresh FaultFs holding only what the disk would hold.
+`crash_image()` builds a fresh FaultFs holding only what the disk would hold;
+`process_crash_image()` what a killed process leaves (the page cache survives: every write
+and every directory entry, synced or not).
+
+Additive hooks for stress/regression tests (all default off): `before_write` runs outside
+the lock before a write (it may block: gate one particular write by path or content);
+`write_fault` / `sync_fault` run inside the lock and may fail that call (any errno, a torn
+or short write); `enospc_writes` fails the N-th write with ENOSPC; `RandomFaults` injects
+seeded random EIO / ENOSPC / short / torn writes and failed syncs on chosen paths.
 
 Mutating calls (counted in `mutations`, 1-based, whether or not they changed anything):
 `write_at`, `sync`, `truncate`, `rename`, `unlink`, `mkdir`, `fsync_dir`, `rmtree` and
@@ -28,6 +36,7 @@ from __future__ import annotations
 import errno
 import random
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -37,6 +46,72 @@ KeepUnsynced = Literal["none", "all", "random"]
 
 class Crash(BaseException):
     """The simulated machine stopped."""
+
+
+@dataclass(frozen=True)
+class WriteFault:
+    """What an injected write fault does: write the first `keep` bytes, then either return
+    that short count (`short`, no error: the caller must loop) or raise `OSError(errno)`.
+    `keep=0` without `short` fails before touching anything."""
+
+    keep: int = 0
+    errno: int = errno.EIO
+    short: bool = False
+
+
+@dataclass
+class RandomFaults:
+    """Seeded random faults for `write_at` and `sync` calls on paths containing one of
+    `paths` (all paths when empty). Decisions are taken under the FaultFs lock, so the
+    sequence is deterministic for a given order of calls. Counters say what was injected."""
+
+    rng: random.Random
+    p_write_eio: float = 0.0
+    p_sync_eio: float = 0.0
+    p_enospc: float = 0.0
+    p_short: float = 0.0
+    p_torn_eio: float = 0.0
+    paths: tuple[str, ...] = ()
+    enabled: bool = True
+    injected: dict[str, int] = field(default_factory=dict)
+
+    def _hit(self, path: Path) -> bool:
+        if not self.enabled:
+            return False
+        p = str(path)
+        return not self.paths or any(x in p for x in self.paths)
+
+    def _count(self, kind: str) -> None:
+        self.injected[kind] = self.injected.get(kind, 0) + 1
+
+    def write_fault(self, path: Path, offset: int, data: bytes) -> WriteFault | None:
+        if not self._hit(path):
+            return None
+        r = self.rng.random()
+        n = len(data)
+        edge = self.p_write_eio
+        if r < edge:
+            self._count("write_eio")
+            return WriteFault()
+        edge += self.p_enospc
+        if r < edge:
+            self._count("enospc")
+            return WriteFault(keep=self.rng.randint(0, max(n - 1, 0)), errno=errno.ENOSPC)
+        edge += self.p_torn_eio
+        if r < edge and n > 1:
+            self._count("torn_eio")
+            return WriteFault(keep=self.rng.randint(1, n - 1))
+        edge += self.p_short
+        if r < edge and n > 1:
+            self._count("short")
+            return WriteFault(keep=self.rng.randint(1, n - 1), short=True)
+        return None
+
+    def sync_fault(self, path: Path) -> int | None:
+        if self._hit(path) and self.rng.random() < self.p_sync_eio:
+            self._count("sync_eio")
+            return errno.EIO
+        return None
 
 
 @dataclass(eq=False)
@@ -83,9 +158,15 @@ class _MemFile:
         gate = self.fs.write_gate
         if gate is not None:
             gate.wait()  # outside the lock: other threads keep going while this one is held
+        before = self.fs.before_write
+        if before is not None:
+            before(self.path, offset, bytes(data))  # outside the lock: may block
         with self.fs._lock:
             self.fs._check()
             self.fs.writes += 1
+            fault = self.fs._write_fault(self.path, offset, data)
+            if fault is not None:
+                return self._faulty_write(data, offset, fault)
             n = self.fs._write_len(self.path, len(data))
             chunk = bytes(data[:n])
             op = ("w", offset, chunk)
@@ -96,6 +177,21 @@ class _MemFile:
                 raise OSError(errno.EIO, f"injected torn write on {self.path}")
             return n
 
+    def _faulty_write(self, data: bytes | memoryview, offset: int, fault: WriteFault) -> int:
+        """Under the lock: apply an injected write fault (see `WriteFault`)."""
+        keep = max(0, min(fault.keep, len(data)))
+        if keep == 0 and not fault.short:
+            raise OSError(
+                fault.errno, f"injected {errno.errorcode.get(fault.errno)} on {self.path}"
+            )
+        op = ("w", offset, bytes(data[:keep]))
+        _apply(self.node.data, op)
+        self.node.pending.append(op)
+        self.fs._after_mutation()
+        if fault.short and keep > 0:
+            return keep
+        raise OSError(fault.errno, f"injected torn write ({keep} bytes) on {self.path}")
+
     def read_at(self, size: int, offset: int) -> bytes:
         with self.fs._lock:
             self.fs._check()
@@ -105,6 +201,11 @@ class _MemFile:
         with self.fs._lock:
             self.fs._check()
             self.fs.syncs += 1
+            code = self.fs._sync_fault(self.path)
+            if code is not None:
+                if self.fs.lose_on_failed_sync:
+                    self.node.pending.clear()
+                raise OSError(code, f"injected fsync failure on {self.path}")
             if self.fs.syncs in self.fs.fail_syncs:
                 if self.fs.lose_on_failed_sync:
                     # Linux marks the pages clean after failed writeback: reads still see
@@ -156,6 +257,12 @@ class FaultFs:
         self.lose_on_failed_sync = False  # a failed sync drops the unsynced changes
         self.write_gate: threading.Event | None = None  # write_at waits until it is set
         self.locks: set[Path] = set()
+        # Additive hooks (see the module docstring); None = off.
+        self.before_write: Callable[[Path, int, bytes], None] | None = None
+        self.write_fault: Callable[[Path, int, bytes], WriteFault | None] | None = None
+        self.sync_fault: Callable[[Path], int | None] | None = None
+        self.enospc_writes: set[int] = set()  # 1-based write_at numbers failing with ENOSPC
+        self.random_faults: RandomFaults | None = None
 
     # ---- fault control ----
     def crash_after(self, n: int) -> None:
@@ -171,6 +278,26 @@ class FaultFs:
         if self.crash_at is not None and self.mutations >= self.crash_at:
             self.crashed = True
             raise Crash(f"stopped after mutating call {self.mutations}")
+
+    def _write_fault(self, path: Path, offset: int, data: bytes | memoryview) -> WriteFault | None:
+        if self.writes in self.enospc_writes:
+            return WriteFault(errno=errno.ENOSPC)
+        if self.write_fault is not None:
+            fault = self.write_fault(path, offset, bytes(data))
+            if fault is not None:
+                return fault
+        if self.random_faults is not None:
+            return self.random_faults.write_fault(path, offset, bytes(data))
+        return None
+
+    def _sync_fault(self, path: Path) -> int | None:
+        if self.sync_fault is not None:
+            code = self.sync_fault(path)
+            if code is not None:
+                return code
+        if self.random_faults is not None:
+            return self.random_faults.sync_fault(path)
+        return None
 
     def _write_len(self, path: Path, size: int) -> int:
         if self.writes in self.fail_writes:
@@ -342,6 +469,27 @@ class FaultFs:
             img = FaultFs()
             img.root = self._image_dir(self.root, keep_unsynced, rng, {})
             return img
+
+    def process_crash_image(self) -> FaultFs:
+        """A fresh FaultFs holding what a killed process leaves behind (the machine keeps
+        running): every directory entry and every write, synced or not."""
+        with self._lock:
+            img = FaultFs()
+            img.root = self._live_dir(self.root, {})
+            return img
+
+    def _live_dir(self, d: _Dir, seen: dict[int, _File]) -> _Dir:
+        out = _Dir()
+        for name, node in sorted(d.entries.items()):
+            if isinstance(node, _Dir):
+                out.entries[name] = self._live_dir(node, seen)
+            else:
+                if id(node) not in seen:
+                    data = bytes(node.data)
+                    seen[id(node)] = _File(bytearray(data), data)
+                out.entries[name] = seen[id(node)]
+        out.durable = dict(out.entries)
+        return out
 
     def _image_dir(
         self, d: _Dir, keep: KeepUnsynced, rng: random.Random, seen: dict[int, _File]

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -283,3 +283,28 @@ def run_to_exit(
             srv.kill()
             return None, srv.log_text()
         return proc.returncode, srv.log_text()
+
+
+def run_server_to_exit(
+    args: Sequence[str], env: Mapping[str, str] | None = None, timeout_s: float = 20.0
+) -> tuple[int | None, str]:
+    """Run `python -m seglog.server <args>` (exactly these flags, nothing added), expecting
+    it to exit by itself, e.g. refusing to start. Returns `(exit code, output)`; the code
+    is None (and the process killed) if it was still running after `timeout_s`."""
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "seglog.server", *args],
+            env=clean_env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            code: int | None = proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+            code = None
+        out.seek(0)
+        return code, out.read().decode(errors="replace")

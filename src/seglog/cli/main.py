@@ -1,6 +1,8 @@
-"""The `seglog` command. `serve` starts the server (through `seglog.server`, the
-composition root); every other command talks to a running server through the public
-client only."""
+"""The `seglog` command (also `python -m seglog`). `serve` starts the server through
+`seglog.server`, the composition root, imported only when `serve` runs (that module never
+imports the CLI back); the offline tools
+(`verify`, `repair`) read a data directory through the storage layer, never through an
+engine; every other command talks to a running server through the public client only."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Annotated
 import typer
 
 from seglog.cli.commands import register_client_commands
+from seglog.cli.offline import register_offline_commands
 
 app = typer.Typer(
     name="seglog",
@@ -52,3 +55,4 @@ def serve(
 
 
 register_client_commands(app)
+register_offline_commands(app)

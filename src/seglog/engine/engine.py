@@ -54,7 +54,7 @@ from seglog.model import (
     TopicType,
     WriteResult,
 )
-from seglog.storage.datadir import DataDir
+from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
 from seglog.storage.segment import SegmentStore
 from seglog.storage.snapshot import SnapshotMark
@@ -109,9 +109,13 @@ class Engine:
         self.torn_tails_total = 0
 
     # ---- lifecycle ------------------------------------------------------------------
-    def open(self, on_progress: Callable[[float], None] | None = None) -> None:
-        """Lock the data dir, recover (STORAGE §6) and open the WAL writers."""
-        self.datadir = DataDir.open(self.fs, self.options.data_dir, self.options.cold_dir)
+    def open(
+        self, on_progress: Callable[[float], None] | None = None, locks: DirLocks | None = None
+    ) -> None:
+        """Lock the data dir (or adopt `locks`, taken by the caller for the same roots),
+        recover (STORAGE §6) and open the WAL writers."""
+        opts = self.options
+        self.datadir = DataDir.open(self.fs, opts.data_dir, opts.cold_dir, locks)
 
         def progress(fraction: float) -> None:
             self.replay_progress = fraction

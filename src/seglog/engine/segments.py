@@ -54,7 +54,9 @@ class TopicSegments:
         self._firsts: list[int] = []
         self.active_first = active_first
         self.active_since_ms: int | None = None
-        self.payload_dropped_below = 1
+        # Records below `active_first` (kept from before the topic became persistent) are
+        # in no segment: their payloads must never leave memory.
+        self.payload_dropped_below = active_first
         self.cold_reads = 0
 
     # ---- registry of sealed segments ---------------------------------------------------
@@ -194,11 +196,14 @@ class TopicSegments:
         sealed_end = self.active_first  # one past the last sealed seq
         keep_from = max(sealed_end - self.policy.payload_cache, 1)
         lo = max(self.payload_dropped_below, t.base_seq)
-        for seq in range(lo, keep_from):
-            i = seq - t.origin
-            if 0 <= i < len(t.data):
-                t.data[i] = None
-                t.meta[i] = None
+        # Only payloads a sealed segment holds may leave memory (records kept from before
+        # the topic became persistent are in none).
+        for info in self.overlapping(lo, keep_from - 1) if keep_from > lo else ():
+            for seq in range(max(lo, info.first_seq), min(keep_from, info.last_seq + 1)):
+                i = seq - t.origin
+                if 0 <= i < len(t.data):
+                    t.data[i] = None
+                    t.meta[i] = None
         self.payload_dropped_below = max(self.payload_dropped_below, keep_from)
 
     # ---- physical reclaim --------------------------------------------------------------

@@ -18,7 +18,7 @@ from seglog.core.jsonbytes import json_bytes
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.topic import Rows, TopicState
-from seglog.model import Durability, TopicConfig
+from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import SnapshotMark, write_snapshot
@@ -189,11 +189,10 @@ def take(
                 head = publisher.apply_ready(t, now)
             entry, rows, pins = capture_topic(t)
             topics.append(entry)
-            if t.config.durability is Durability.DISK:
-                # The HeadWatermark that covers seqs above this head sits before the
-                # checkpoint and will be skipped by replay, so the next disk write must log
-                # a fresh reservation after it.
-                t.reservation = t.reservation_durable = t.head
+            # Every HeadWatermark logged so far sits before the checkpoint and will be
+            # skipped by replay, so the next disk write — also after a later class change
+            # back to disk — must log a fresh reservation after it.
+            t.reservation = t.reservation_durable = t.head
         if head is not None:
             publisher.notify(t.name, head)
         if rows is not None:

@@ -31,8 +31,9 @@ from pyspark.sql.types import StructType
 from seglog.spark.offsets import SeqRange, split_ranges
 from seglog.spark.online import close_client, open_client
 from seglog.spark.options import MAX_SEQ, ReadOptions, is_offline, parse_read_options
+from seglog.spark.partitions import to_partitions
 from seglog.spark.schema import arrow_schema
-from seglog.spark.source import SeglogBatchReader, SeglogDataSource, plan_batch, to_partitions
+from seglog.spark.source import SeglogBatchReader, SeglogDataSource, plan_batch
 
 
 @dataclass(frozen=True, slots=True)

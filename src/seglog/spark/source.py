@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -33,7 +32,6 @@ from seglog.spark.online import (
     discover,
     end_seq,
     open_client,
-    read_range,
     start_seq,
 )
 from seglog.spark.options import (
@@ -45,23 +43,8 @@ from seglog.spark.options import (
     parse_read_options,
     parse_write_options,
 )
+from seglog.spark.partitions import RangePartition, read_partition, to_partitions
 from seglog.spark.schema import arrow_schema, read_schema_ddl
-
-
-@dataclass(frozen=True)
-class RangePartition(InputPartition):  # type: ignore[misc]
-    """Read seqs `after < seq <= upto` of `topic`."""
-
-    topic: str
-    after: int
-    upto: int
-
-    def as_range(self) -> SeqRange:
-        return SeqRange(self.topic, self.after, self.upto)
-
-
-def to_partitions(ranges: Sequence[SeqRange]) -> list[InputPartition]:
-    return [RangePartition(r.topic, r.after, r.upto) for r in ranges]
 
 
 def plan_batch(opts: ReadOptions, client: Any, *, split: bool = True) -> list[SeqRange]:
@@ -97,24 +80,6 @@ class SeglogBatchReader(DataSourceReader):  # type: ignore[misc]
         if not isinstance(partition, RangePartition):  # Spark's stand-in for "no partitions"
             return iter(())
         return read_partition(self.opts, self.arrow, partition)
-
-
-def read_partition(
-    opts: ReadOptions, schema: pa.Schema, p: RangePartition
-) -> Iterator[pa.RecordBatch]:
-    client = open_client(opts.conn)
-    try:
-        yield from read_range(
-            client,
-            p.as_range(),
-            schema,
-            fail_on_data_loss=opts.fail_on_data_loss,
-            include_meta=opts.include_meta,
-            page_limit=opts.page_limit,
-            max_batch_bytes=opts.max_batch_bytes,
-        )
-    finally:
-        close_client(client)
 
 
 class SeglogDataSource(DataSource):  # type: ignore[misc]

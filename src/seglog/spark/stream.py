@@ -34,7 +34,7 @@ from seglog.spark.offsets import (
 )
 from seglog.spark.online import TopicView, discover, open_client, report_loss, start_seq
 from seglog.spark.options import ReadOptions
-from seglog.spark.source import RangePartition, read_partition, to_partitions
+from seglog.spark.partitions import RangePartition, read_partition, to_partitions
 
 log = logging.getLogger("seglog.spark")
 
