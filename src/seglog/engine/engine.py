@@ -36,6 +36,7 @@ from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
 from seglog.engine.registry import Registry
 from seglog.engine.segments import SealPolicy, TopicSegments
+from seglog.engine.stats import EngineStats, TopicStats
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
@@ -58,11 +59,10 @@ from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
 from seglog.storage.segment import SegmentStore
 from seglog.storage.snapshot import SnapshotMark
-from seglog.storage.wal import Commit, Wal, WalError, WalQueueFull
+from seglog.storage.wal import Commit, Wal, WalError, WalMetrics, WalQueueFull
 
 HEAD_RESERVATION_STEP = 256
 log = logging.getLogger("seglog.engine")
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -440,6 +440,7 @@ class Engine:
         pw = self.write_begin(
             name, records, node=node, idempotency_key=idempotency_key, create=create, config=config
         )
+        assert pw is not None  # may_wait: a missing topic was created
         return self.write_finish(pw)
 
     def write_begin(
@@ -451,9 +452,12 @@ class Engine:
         idempotency_key: str | None = None,
         create: bool | None = None,
         config: TopicConfig | None = None,
-    ) -> PendingWrite:
+        may_wait: bool = True,
+    ) -> PendingWrite | None:
         """Validate, resolve/create the topic, dedupe, run retention and admission, reserve
-        seqs and submit the frames. Never waits for the data commit."""
+        seqs and submit the frames. Never waits for the data commit; creating the topic
+        waits for its durable TopicCreate, so with `may_wait=False` (an event loop) a
+        missing topic returns None instead, for the caller to retry in a thread."""
         n = len(records)
         if n == 0:
             raise invalid("records must hold at least one record")
@@ -485,6 +489,8 @@ class Engine:
             cfg = config if config is not None else TopicConfig()
             if not (create if create is not None else cfg.auto_create):
                 raise topic_not_found(name)
+            if not may_wait:
+                return None
             created = self.put_topic(name, cfg).created
             t = self._topic(name)
         now = self.clock.now_ms()
@@ -716,6 +722,32 @@ class Engine:
         if segs is None:
             return 0
         return int(segs.warm_cold(from_seq + 1, from_seq + max(limit, 1), max_bytes))
+
+    def stats(self) -> EngineStats:
+        rows: list[TopicStats] = []
+        for name in self.registry.sorted_names():
+            t = self.registry.get(name)
+            if t is None:
+                continue
+            with t.lock:
+                rows.append(
+                    TopicStats(
+                        name,
+                        t.config.durability,
+                        t.config.type is TopicType.QUEUE,
+                        t.head,
+                        t.earliest(),
+                        t.count,
+                        t.bytes,
+                    )
+                )
+        wal = self.wal.metrics() if self.wal is not None else WalMetrics()
+        return EngineStats(
+            tuple(rows), self.ready, self.replay_progress, wal, self.torn_tails_total
+        )
+
+    def exists(self, name: str) -> bool:
+        return name in self.registry.by_name
 
     def head_of(self, name: str) -> int:
         return self._topic(name).head

@@ -122,7 +122,9 @@ def recover(
             # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
             # a class change to a persistent class, may have acked seqs up to there.
             t.append_holes(t.reservation, rp.now)
-            t.pop_front()
+        # Replay leaves dead runs at the front (holes, deletes, capped records): pop them so
+        # earliest_seq is where the live records start, never below what it was before.
+        t.pop_front()
         t.reserved = t.head
         t.reservation = t.reservation_durable = t.head
         _reconcile_segments(t)

@@ -108,11 +108,11 @@ class Guard:
                 )
                 return
         scope["seglog.principal"] = principal
-        if path not in ALWAYS_SERVED and not st.engine.ready:
+        if path not in ALWAYS_SERVED and not st.db.ready:
             err = SeglogError(
                 ErrorCode.NOT_READY,
                 "recovery in progress",
-                {"replay_progress": round(st.engine.replay_progress, 4)},
+                {"replay_progress": round(st.db.replay_progress, 4)},
                 retry_after=1,
             )
             await _send_error(send, err)

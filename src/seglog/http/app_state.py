@@ -15,6 +15,7 @@ from starlette.requests import Request
 from seglog.config import Settings
 from seglog.engine.aio import AppendWaiters
 from seglog.engine.engine import Engine
+from seglog.http.async_engine import AsyncEngine
 from seglog.http.auth import KeyRing
 
 
@@ -31,6 +32,9 @@ class ServerState:
     shutting_down: bool = False
     inflight: dict[str, int] = field(default_factory=dict)
     started_monotonic: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.db = AsyncEngine(self.engine)  # how handlers reach the engine
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self.waiters = AppendWaiters(self.engine, loop)

@@ -1,6 +1,5 @@
 """Helpers shared by the route handlers: principal checks, bounded body reading, JSON
-responses with the `performance` block, and the engine calls that may wait on a WAL fsync
-(run in a worker thread so the event loop never blocks on the disk).
+responses with the `performance` block. (Where engine calls run: `async_engine`.)
 
 A body that ends before it is complete (malformed chunked framing, or the client closing
 mid-body: Starlette's `ClientDisconnect`) is bad input, `400 invalid_request`, never a 500.
@@ -9,10 +8,8 @@ mid-body: Starlette's `ClientDisconnect`) is bad input, `400 invalid_request`, n
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from typing import Any, TypeVar
 
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -101,8 +98,3 @@ def json_body(request: Request, raw: bytes, *, empty_ok: bool = False) -> Any:
 
 def json_response(body: bytes, status: int = 200) -> Response:
     return Response(body, status_code=status, media_type="application/json")
-
-
-async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Engine calls that may wait for a durable WAL commit run off the event loop."""
-    return await run_in_threadpool(fn, *args, **kwargs)

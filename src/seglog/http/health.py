@@ -29,21 +29,21 @@ async def health(_request: Request) -> Response:
 
 
 async def ready(request: Request) -> Response:
-    engine = server_state(request).engine
-    if not engine.ready:
+    db = server_state(request).db
+    if not db.ready:
         raise SeglogError(
             ErrorCode.NOT_READY,
             "recovery in progress",
-            {"replay_progress": round(engine.replay_progress, 4)},
+            {"replay_progress": round(db.replay_progress, 4)},
             retry_after=1,
         )
-    body = {"status": "ready", "wal_replay_complete": True, "topics": len(engine.topics)}
+    body = {"status": "ready", "wal_replay_complete": True, "topics": db.topic_count()}
     return json_response(orjson.dumps(body))
 
 
 async def metrics(request: Request) -> Response:
     require(request, (Scope.READ,))
-    snap = collect(server_state(request), uptime_ms())
+    snap = collect(await server_state(request).db.stats(), uptime_ms())
     if "application/json" in request.headers.get("accept", ""):
         return json_response(render_json(snap))
     return Response(render_prometheus(snap), media_type="text/plain; version=0.0.4")

@@ -8,12 +8,10 @@ from collections.abc import Awaitable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from seglog.engine.aio import finish_op
 from seglog.http import codec
 from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import (
-    blocking,
     elapsed_ms,
     json_body,
     json_response,
@@ -33,18 +31,9 @@ async def diff(request: Request) -> Response:
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
     req = codec.parse_diff(json_body(request, raw, empty_ok=True))
-    engine = st.engine
-
+    db = st.db
     nodes = frozenset(req.nodes)
-    evict = engine.prepare_read(name)
-    if evict is not None:
-        # A retention watermark became due: await its commit here, never on the loop.
-        await finish_op(engine, evict)
-    if engine.reads_cold(name, req.from_seq, req.limit):
-        # Cold-tier bytes may come from a slow disk: read off the event loop.
-        res = await blocking(engine.read, name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
-    else:
-        res = engine.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, wait=False)
+    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
     if (
         req.wait_ms > 0
         and not res.records
@@ -53,13 +42,13 @@ async def diff(request: Request) -> Response:
         and st.waiters is not None
         and not st.shutting_down
     ):
-        if engine.head_of(name) == res.head_seq:
+        if db.head_of(name) == res.head_seq:
             woken = await _wait_unless_disconnected(
                 request, st.waiters.wait([name], req.wait_ms / 1000.0)
             )
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
-        res = engine.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, wait=False)
+        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
     body = codec.encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
     return json_response(body)
 
@@ -91,5 +80,5 @@ async def delete(request: Request) -> Response:
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
     req = codec.parse_delete(json_body(request, raw))
-    res = await blocking(st.engine.delete_records, name, req.before_seq, req.match)
+    res = await st.db.delete_records(name, req.before_seq, req.match)
     return json_response(codec.encode_delete_result(res, elapsed_ms(t0)))

@@ -7,13 +7,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from seglog.core.names import valid_topic_name
-from seglog.engine.aio import finish_write
 from seglog.errors import ErrorCode, SeglogError, invalid
 from seglog.http import codec
 from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import (
-    blocking,
     elapsed_ms,
     json_body,
     json_response,
@@ -54,8 +52,7 @@ async def get_topic(request: Request) -> Response:
     name = request.path_params["topic"]
     require(request, (Scope.READ,), name)
     touch = codec.parse_bool_query(request.query_params.get("touch"), True)
-    engine = server_state(request).engine
-    info = await blocking(engine.get_topic, name, touch)
+    info = await server_state(request).db.get_topic(name, touch)
     queue = None
     if info.config.type is TopicType.QUEUE:
         # No lease machinery in this build: every live job is ready, none in flight.
@@ -72,7 +69,7 @@ async def put_topic(request: Request) -> Response:
     if not valid_topic_name(name):
         raise invalid(f"invalid topic name {name!r}", {"topic": name})
     config = codec.parse_config(json_body(request, raw, empty_ok=True))
-    res = await blocking(st.engine.put_topic, name, config)
+    res = await st.db.put_topic(name, config)
     return json_response(codec.encode_put_topic(res, elapsed_ms(t0)), 201 if res.created else 200)
 
 
@@ -81,7 +78,7 @@ async def delete_topic(request: Request) -> Response:
     name = request.path_params["topic"]
     require(request, (Scope.DELETE,), name)
     if_empty = codec.parse_bool_query(request.query_params.get("if_empty"), False)
-    res = await blocking(server_state(request).engine.drop_topic, name, if_empty)
+    res = await server_state(request).db.drop_topic(name, if_empty)
     return json_response(codec.encode_drop_topic(res, elapsed_ms(t0)))
 
 
@@ -97,23 +94,18 @@ async def append(request: Request) -> Response:
         header = request.headers.get("idempotency-key")
         if header is not None:
             key = codec.check_idempotency_key(header)
-    engine = st.engine
-    exists = name in engine.topics
     config = None
     if req.config is not None:
         config = codec.parse_config(req.config)
-        if not exists and not p.has(Scope.ADMIN):
+        if not p.has(Scope.ADMIN) and not st.db.exists(name):
             raise SeglogError(
                 ErrorCode.FORBIDDEN,
                 "creating a topic with a config needs the admin scope",
                 {"topic": name},
             )
-    kwargs = {"node": req.node, "idempotency_key": key, "create": req.create, "config": config}
-    if exists:
-        pw = engine.write_begin(name, req.records, **kwargs)  # type: ignore[arg-type]
-    else:  # auto-create logs a durable TopicCreate: keep that fsync off the loop
-        pw = await blocking(engine.write_begin, name, req.records, **kwargs)
-    res = await finish_write(engine, pw)
+    res = await st.db.write(
+        name, req.records, node=req.node, idempotency_key=key, create=req.create, config=config
+    )
     return_seqs = codec.parse_bool_query(request.query_params.get("return_seqs"), True)
     body = codec.encode_write_result(res, return_seqs, elapsed_ms(t0))
     return json_response(body, 201 if res.created else 200)
@@ -127,12 +119,12 @@ async def list_topics(request: Request) -> Response:
     page_size = codec.parse_page_size(q.get("page_size"))
     after = codec.decode_cursor(q.get("cursor"))
     touch = codec.parse_bool_query(q.get("touch"), False)
-    engine = server_state(request).engine
+    db = server_state(request).db
     rows: list[object] = []
     more = True
     last: str | None = after
     while len(rows) < page_size and more:
-        page, more = await blocking(engine.list_topics, prefix, last, page_size - len(rows), touch)
+        page, more = await db.list_topics(prefix, last, page_size - len(rows), touch)
         if not page:
             break
         last = page[-1].topic

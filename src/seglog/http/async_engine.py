@@ -1,0 +1,114 @@
+"""`AsyncEngine`: the one place that decides where an engine call runs for the event loop.
+
+Rule: nothing on the loop waits for the disk. Calls that may wait for a durable WAL commit
+(control plane, deletes, retention passes of state reads) or page in cold-tier bytes run in
+a worker thread; a write to an existing topic is submitted inline and its commit awaited;
+a read first awaits any retention watermark that became due, then reads inline. Handlers
+await these methods and never touch engine state themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from starlette.concurrency import run_in_threadpool
+
+from seglog.engine.aio import finish_op, finish_write
+from seglog.engine.engine import Engine
+from seglog.engine.stats import EngineStats
+from seglog.model import (
+    DeleteResult,
+    DropTopicResult,
+    PutTopicResult,
+    ReadResult,
+    RecordIn,
+    Selector,
+    TopicConfig,
+    TopicInfo,
+    WriteResult,
+)
+
+T = TypeVar("T")
+
+
+async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run `fn` in a worker thread (it may wait for the disk)."""
+    return await run_in_threadpool(fn, *args, **kwargs)
+
+
+class AsyncEngine:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    # ---- cheap, lock-free facts ----------------------------------------------------------
+    @property
+    def ready(self) -> bool:
+        return self.engine.ready
+
+    @property
+    def replay_progress(self) -> float:
+        return self.engine.replay_progress
+
+    def topic_count(self) -> int:
+        return len(self.engine.registry)
+
+    def exists(self, name: str) -> bool:
+        return self.engine.exists(name)
+
+    def head_of(self, name: str) -> int:
+        return self.engine.head_of(name)
+
+    # ---- control plane and state: threads (durable frames, retention waits) ------------
+    async def get_topic(self, name: str, touch: bool) -> TopicInfo:
+        return await blocking(self.engine.get_topic, name, touch)
+
+    async def list_topics(
+        self, prefix: str, after: str | None, limit: int, touch: bool
+    ) -> tuple[list[TopicInfo], bool]:
+        return await blocking(self.engine.list_topics, prefix, after, limit, touch)
+
+    async def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
+        return await blocking(self.engine.put_topic, name, config)
+
+    async def drop_topic(self, name: str, if_empty: bool) -> DropTopicResult:
+        return await blocking(self.engine.drop_topic, name, if_empty)
+
+    async def delete_records(
+        self, name: str, before_seq: int | None, match: Selector | None
+    ) -> DeleteResult:
+        return await blocking(self.engine.delete_records, name, before_seq, match)
+
+    async def stats(self) -> EngineStats:
+        return await blocking(self.engine.stats)
+
+    # ---- data plane ------------------------------------------------------------------------
+    async def write(
+        self,
+        name: str,
+        records: Sequence[RecordIn],
+        *,
+        node: str | None,
+        idempotency_key: str | None,
+        create: bool | None,
+        config: TopicConfig | None,
+    ) -> WriteResult:
+        e = self.engine
+        kwargs = {"node": node, "idempotency_key": idempotency_key, "create": create}
+        pw = e.write_begin(name, records, config=config, may_wait=False, **kwargs)  # type: ignore[arg-type]
+        if pw is None:  # auto-create logs a durable TopicCreate: keep that fsync off the loop
+            pw = await blocking(e.write_begin, name, records, config=config, **kwargs)
+        assert pw is not None
+        return await finish_write(e, pw)
+
+    async def read(
+        self, name: str, from_seq: int, limit: int, nodes: frozenset[str], max_bytes: int
+    ) -> ReadResult:
+        e = self.engine
+        evict = e.prepare_read(name)
+        if evict is not None:
+            await finish_op(e, evict)  # a retention watermark became due: await it here
+        if e.reads_cold(name, from_seq, limit):
+            # Cold-tier bytes may come from a slow disk: read off the event loop.
+            return await blocking(e.read, name, from_seq, limit, nodes, max_bytes)
+        return e.read(name, from_seq, limit, nodes, max_bytes, wait=False)
