@@ -15,7 +15,7 @@ from typing import Any, Literal
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
-from seglog.errors import invalid
+from seglog.errors import ErrorCode, SeglogError, invalid
 
 MAX_RECORD_BYTES = 1_048_576
 MAX_META_BYTES = 16_384
@@ -32,6 +32,29 @@ LEASE_MS_MIN = 100
 LEASE_MS_MAX = 86_400_000
 CLAIM_JITTER_MAX = 5000
 U64_MAX = 2**64 - 1
+
+
+def check_batch_count(n: int) -> None:
+    """API §3: a write carries 1..`MAX_RECORDS_PER_WRITE` records (the one copy of the
+    rule: the HTTP codec and the engine both call it)."""
+    if n == 0:
+        raise invalid("records must contain at least one record")
+    if n > MAX_RECORDS_PER_WRITE:
+        raise SeglogError(
+            ErrorCode.BATCH_TOO_LARGE,
+            f"a write may carry at most {MAX_RECORDS_PER_WRITE} records, got {n}",
+            {"records": n, "max": MAX_RECORDS_PER_WRITE},
+        )
+
+
+def check_record_size(size: int, index: int) -> None:
+    """API §3: a record's data+meta is at most `MAX_RECORD_BYTES`."""
+    if size > MAX_RECORD_BYTES:
+        raise SeglogError(
+            ErrorCode.RECORD_TOO_LARGE,
+            f"records[{index}]: data+meta is {size} bytes, the limit is {MAX_RECORD_BYTES}",
+            {"index": index, "bytes": size, "max": MAX_RECORD_BYTES},
+        )
 
 
 class Durability(StrEnum):

@@ -40,8 +40,6 @@ from seglog.engine.stats import EngineStats, TopicStats
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
-    MAX_RECORD_BYTES,
-    MAX_RECORDS_PER_WRITE,
     DeleteResult,
     Discard,
     DropTopicResult,
@@ -54,6 +52,8 @@ from seglog.model import (
     TopicInfo,
     TopicType,
     WriteResult,
+    check_batch_count,
+    check_record_size,
 )
 from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
@@ -459,23 +459,11 @@ class Engine:
         waits for its durable TopicCreate, so with `may_wait=False` (an event loop) a
         missing topic returns None instead, for the caller to retry in a thread."""
         n = len(records)
-        if n == 0:
-            raise invalid("records must hold at least one record")
-        if n > MAX_RECORDS_PER_WRITE:
-            raise SeglogError(
-                ErrorCode.BATCH_TOO_LARGE,
-                f"a write holds at most {MAX_RECORDS_PER_WRITE} records",
-                {"records": n, "max": MAX_RECORDS_PER_WRITE},
-            )
+        check_batch_count(n)
         size = 0
-        for r in records:
+        for i, r in enumerate(records):
             rs = r.size
-            if rs > MAX_RECORD_BYTES:
-                raise SeglogError(
-                    ErrorCode.RECORD_TOO_LARGE,
-                    f"record data+meta is {rs} bytes; the limit is {MAX_RECORD_BYTES}",
-                    {"bytes": rs, "max": MAX_RECORD_BYTES},
-                )
+            check_record_size(rs, i)
             size += rs
         recs = list(records)
         if node is not None:

@@ -26,7 +26,7 @@ import orjson
 
 from seglog.core import names
 from seglog.core.jsonbytes import json_bytes
-from seglog.errors import ErrorCode, SeglogError, invalid
+from seglog.errors import SeglogError, invalid
 from seglog.model import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_DIFF_LIMIT,
@@ -37,7 +37,6 @@ from seglog.model import (
     MAX_META_KEYS,
     MAX_NODE_BYTES,
     MAX_RECORD_BYTES,
-    MAX_RECORDS_PER_WRITE,
     MAX_TAG_BYTES,
     U64_MAX,
     DeleteResult,
@@ -50,6 +49,8 @@ from seglog.model import (
     TopicConfig,
     TopicInfo,
     WriteResult,
+    check_batch_count,
+    check_record_size,
 )
 
 MAX_WAIT_MS = 30_000
@@ -228,14 +229,7 @@ def parse_write(obj: Any) -> WriteRequest:
     raw_records = body["records"]
     if not isinstance(raw_records, list):
         raise _malformed("records must be an array")
-    if not raw_records:
-        raise invalid("records must contain at least one record")
-    if len(raw_records) > MAX_RECORDS_PER_WRITE:
-        raise SeglogError(
-            ErrorCode.BATCH_TOO_LARGE,
-            f"a write may carry at most {MAX_RECORDS_PER_WRITE} records, got {len(raw_records)}",
-            {"records": len(raw_records), "max": MAX_RECORDS_PER_WRITE},
-        )
+    check_batch_count(len(raw_records))
     node = _opt_str(body, "node", MAX_NODE_BYTES, "node")
     key = _opt_str(body, "idempotency_key", MAX_IDEMPOTENCY_KEY_BYTES, "idempotency_key")
     create = _bool(body, "create", False) if "create" in body else None
@@ -279,13 +273,7 @@ def _parse_record(i: int, rec: Any, batch_node: str | None) -> RecordIn:
                 f"{where}.meta has more than {MAX_META_KEYS} keys",
                 {"index": i, "keys": len(meta), "max": MAX_META_KEYS},
             )
-    size = len(data_json) + (len(meta_json) if meta_json is not None else 0)
-    if size > MAX_RECORD_BYTES:
-        raise SeglogError(
-            ErrorCode.RECORD_TOO_LARGE,
-            f"{where}: data+meta is {size} bytes, the limit is {MAX_RECORD_BYTES}",
-            {"index": i, "bytes": size, "max": MAX_RECORD_BYTES},
-        )
+    check_record_size(len(data_json) + (len(meta_json) if meta_json is not None else 0), i)
     return RecordIn(data_json, meta_json, node if node is not None else batch_node, tag)
 
 

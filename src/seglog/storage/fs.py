@@ -106,16 +106,22 @@ def write_all_at(f: File, data: bytes | memoryview, offset: int) -> None:
         offset += n
 
 
-def write_file_durably(fs: Fs, path: Path, data: bytes) -> None:
-    """tmp → write → fsync → rename over `path` → fsync the directory."""
-    tmp = path.with_name(path.name + ".tmp")
-    f = fs.open(tmp, create=True)
+def write_synced(fs: Fs, path: Path, data: bytes | memoryview) -> None:
+    """Create/overwrite `path` with `data` and fdatasync it (no rename, no dir fsync)."""
+    f = fs.open(path, create=True)
     try:
         f.truncate(0)
         write_all_at(f, data, 0)
         f.sync()
     finally:
         f.close()
+
+
+def write_file_durably(fs: Fs, path: Path, data: bytes | memoryview) -> None:
+    """tmp → write → fsync → rename over `path` → fsync the directory: after a crash `path`
+    holds either its old content or all of `data`. The one copy of this sequence."""
+    tmp = path.with_name(path.name + ".tmp")
+    write_synced(fs, tmp, data)
     fs.rename(tmp, path)
     fs.fsync_dir(path.parent)
 

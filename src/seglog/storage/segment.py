@@ -52,7 +52,7 @@ from seglog.core.segment_format import (
     scan_del_flags,
 )
 from seglog.storage.datadir import make_dirs_durably
-from seglog.storage.fs import Fs, RealFs, write_all_at
+from seglog.storage.fs import Fs, RealFs, write_all_at, write_synced
 
 Tier = Literal["hot", "cold"]
 
@@ -94,17 +94,6 @@ class PinnedSegment:
 
     info: SegmentInfo
     mapped: _Mapped
-
-
-def write_synced(fs: Fs, path: Path, data: bytes) -> None:
-    """Create/overwrite `path` with `data` and fdatasync it (no rename, no dir fsync)."""
-    f = fs.open(path, create=True)
-    try:
-        f.truncate(0)
-        write_all_at(f, data, 0)
-        f.sync()
-    finally:
-        f.close()
 
 
 def flag_positions(idx: IdxArray) -> npt.NDArray[np.int64]:

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from seglog.core.framing import MIN_FRAME_LEN, Buffer, FrameType, RawFrame, RawScanner
 from seglog.storage.datadir import make_dirs_durably
-from seglog.storage.fs import Fs, write_all_at
+from seglog.storage.fs import Fs, write_file_durably
 from seglog.storage.wal import WalGroup
 
 Position = tuple[int, int]  # (file idx, byte offset)
@@ -47,7 +47,6 @@ TailKind = Literal["clean", "torn", "corrupt"]
 QUARANTINE_DIR = "quarantine"  # under wal/: never a WAL group (not wal-*.log, not shard-NN)
 
 _CHUNK = 4 << 20  # bytes per vectorized step: bounded temporaries, negligible overhead
-_COPY_CHUNK = 8 << 20
 _U32_MAX = 2**32 - 1
 _MIN_FRAMED = 4 + MIN_FRAME_LEN
 # A superset filter for the type byte (uint8 wrap-around makes it one comparison); the
@@ -382,18 +381,8 @@ def plan_repair(fs: Fs, group: WalGroup, corruption: Corruption, quarantine_dir:
 
 
 def _copy_durably(fs: Fs, src: Path, dst: Path) -> None:
-    tmp = dst.with_name(dst.name + ".tmp")
-    f = fs.open(tmp, create=True)
-    try:
-        f.truncate(0)
-        with _mapped(fs, src) as buf, memoryview(buf) as mv:
-            for off in range(0, len(mv), _COPY_CHUNK):
-                write_all_at(f, mv[off : off + _COPY_CHUNK], off)
-        f.sync()
-    finally:
-        f.close()
-    fs.rename(tmp, dst)
-    fs.fsync_dir(dst.parent)
+    with _mapped(fs, src) as buf, memoryview(buf) as mv:
+        write_file_durably(fs, dst, mv)
 
 
 def repair_group(
