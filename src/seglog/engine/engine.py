@@ -1,10 +1,13 @@
-"""The engine facade: topic registry, write/read/delete paths, control plane.
+"""The engine facade: open/close, the control plane, and the wiring of its owners.
 
-Owners: `Engine` owns the registry (`topics`, `by_id`, `next_topic_id`) under
-`_registry_lock`; each `TopicState` owns its records under its own lock. The WAL writer
-threads only complete `Commit`s; they never take engine locks, so waiting for a commit while
-holding a topic lock cannot deadlock. Nothing here knows about HTTP or asyncio: async callers
-use `write_begin` + await the commit (`seglog.engine.aio`) + `write_publish`.
+Owners (each states its own lock rules): `Registry` — topics by name and id, one lock that
+control-plane changes and snapshots share; `TopicState` — one topic's records, under its
+own lock; `Publisher` — applies a topic's completed ops in order and wakes listeners; the
+WAL writer threads — only complete `Commit`s and never take an engine lock, so waiting for
+a commit while holding a topic lock cannot deadlock. The paths are small modules of their
+own: `writes`, `deletes`, `retention`, `recovery`, `snapshots`. Lock order: registry, then
+topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
+commit (`seglog.engine.aio`) and call `write_publish`; `prepare_read` + `read(wait=False)`.
 """
 
 from __future__ import annotations
@@ -18,20 +21,16 @@ from pathlib import Path
 
 from seglog.clock import Clock, SystemClock
 from seglog.core.framing import (
-    DeleteBody,
-    EvictWatermarkBody,
     FrameType,
     HeadWatermarkBody,
     TopicCreateBody,
     TopicDeleteBody,
-    encode_append,
-    encode_blob,
     encode_control,
 )
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
-from seglog.engine import snapshots
-from seglog.engine.ops import OpKind, PendingOp, PendingWrite
+from seglog.engine import deletes, retention, snapshots, writes
+from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
 from seglog.engine.registry import Registry
@@ -41,7 +40,6 @@ from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
     DeleteResult,
-    Discard,
     DropTopicResult,
     Durability,
     PutTopicResult,
@@ -52,8 +50,6 @@ from seglog.model import (
     TopicInfo,
     TopicType,
     WriteResult,
-    check_batch_count,
-    check_record_size,
 )
 from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
@@ -61,7 +57,6 @@ from seglog.storage.segment import SegmentStore
 from seglog.storage.snapshot import SnapshotMark
 from seglog.storage.wal import Commit, Wal, WalError, WalMetrics, WalQueueFull
 
-HEAD_RESERVATION_STEP = 256
 log = logging.getLogger("seglog.engine")
 
 
@@ -242,32 +237,8 @@ class Engine:
             raise internal(f"WAL commit failed: {e}") from None
 
     def retain(self, t: TopicState, now: int) -> PendingOp | None:
-        """SEMANTICS §4.2 under `t.lock`, never waiting for the disk. A cut that raises a TTL
-        or byte-cap floor of a persistent topic must be durable before it is visible
-        (STORAGE §7): its EvictWatermark is submitted as a pending op, applied in order
-        after its commit, and returned so that a caller that may wait can `drain` it. Any
-        other cut applies at once. A failed watermark changes nothing; the next pass retries."""
-        cut = t.retention_cut(now)
-        if cut is None:
-            return None
-        if not (cut.needs_watermark and t.persistent):
-            self.publisher.apply_cut(t, cut)
-            return None
-        inflight: PendingOp | None = t.pending_cut
-        if inflight is not None and inflight.cut is not None and inflight.cut.covers(cut):
-            return inflight
-        top = max(cut.evict_floor, cut.expiry_floor, t.source_trim_floor, t.delete_floor)
-        body = EvictWatermarkBody(cut.evict_floor, top + 1, cut.expiry_floor).encode()
-        frame = encode_control(FrameType.EVICT_WATERMARK, t.topic_id, body, now, True)
-        try:
-            commit = self._submit(t.topic_id, [frame], True)
-        except SeglogError as e:
-            log.warning("topic %r: eviction watermark not queued: %s", t.name, e.message)
-            return None
-        op = PendingOp(OpKind.EVICT, commit, cut=cut, owner=t)
-        t.pending.append(op)
-        t.pending_cut = op
-        return op
+        """Under `t.lock`: the retention pass, never waiting (see `retention`)."""
+        return retention.retain(t, now, self._submit)
 
     def _retained(self, t: TopicState) -> None:
         """Run a retention pass on `t` and wait for its watermark (callers off the loop)."""
@@ -458,19 +429,7 @@ class Engine:
         seqs and submit the frames. Never waits for the data commit; creating the topic
         waits for its durable TopicCreate, so with `may_wait=False` (an event loop) a
         missing topic returns None instead, for the caller to retry in a thread."""
-        n = len(records)
-        check_batch_count(n)
-        size = 0
-        for i, r in enumerate(records):
-            rs = r.size
-            check_record_size(rs, i)
-            size += rs
-        recs = list(records)
-        if node is not None:
-            recs = [
-                r if r.node is not None else RecordIn(r.data_json, r.meta_json, node, r.tag)
-                for r in recs
-            ]
+        recs, size = writes.checked_batch(records, node)
         created = False
         t = self.topics.get(name)
         if t is None:
@@ -486,12 +445,13 @@ class Engine:
             if t.deleted:
                 raise topic_not_found(name)
             if idempotency_key is not None:
-                entry = self._dedupe_lookup(t, idempotency_key, now)
+                entry = writes.dedupe_lookup(t, idempotency_key, now)
                 if entry is not None:
                     return PendingWrite(name, entry.op, False, True)
             self.retain(t, now)
-            self._admit(t, n, size)
-            op = self._submit_append(t, recs, size, now)
+            topics = self.registry.by_id.values()
+            writes.admit(t, len(recs), size, self.options.max_total_bytes, list(topics))
+            op = writes.submit_append(t, recs, size, now, self._submit)
             if idempotency_key is not None:
                 op.idempotency_key = idempotency_key
                 t.dedupe[idempotency_key] = DedupeEntry(now, op)
@@ -502,101 +462,6 @@ class Engine:
         if head is not None:
             self.publisher.notify(name, head)
         return PendingWrite(name, op, created, False)
-
-    def _dedupe_lookup(self, t: TopicState, key: str, now: int) -> DedupeEntry | None:
-        window = t.config.idempotency_window_ms
-        d = t.dedupe
-        while d:
-            k = next(iter(d))
-            if now - d[k].created_ms > window:
-                del d[k]
-            else:
-                break
-        return d.get(key)
-
-    def _admit(self, t: TopicState, n: int, size: int) -> None:
-        cfg = t.config
-        if cfg.discard is Discard.REJECT and (cfg.cap_records or cfg.cap_bytes):
-            if (cfg.cap_records and n > cfg.cap_records) or (
-                cfg.cap_bytes and size > cfg.cap_bytes
-            ):
-                raise SeglogError(
-                    ErrorCode.RECORD_TOO_LARGE,
-                    f"the write ({n} records, {size} bytes) exceeds topic {t.name!r}'s whole cap",
-                    {"topic": t.name, "cap_records": cfg.cap_records, "cap_bytes": cfg.cap_bytes},
-                )
-            count = t.count + t.pending_count
-            used = t.bytes + t.pending_bytes
-            if (cfg.cap_records and count + n > cfg.cap_records) or (
-                cfg.cap_bytes and used + size > cfg.cap_bytes
-            ):
-                raise SeglogError(
-                    ErrorCode.TOPIC_FULL,
-                    f"topic {t.name!r} is full",
-                    {
-                        "topic": t.name,
-                        "cap_records": cfg.cap_records,
-                        "cap_bytes": cfg.cap_bytes,
-                        "head_seq": t.head,
-                        "earliest_seq": t.earliest(),
-                    },
-                )
-        cap = self.options.max_total_bytes
-        if cap:
-            total = sum(x.bytes + x.pending_bytes for x in list(self.topics.values()))
-            if total + size > cap:
-                raise throttled(
-                    "server-wide live byte quota reached", {"limit": "max_total_bytes", "max": cap}
-                )
-
-    def _submit_append(
-        self, t: TopicState, records: list[RecordIn], size: int, now: int
-    ) -> PendingOp:
-        first = t.reserved + 1
-        last = first + len(records) - 1
-        ts = max(now, t.last_write_ts or 0, _last_pending_ts(t))
-        cls = t.config.durability
-        reservation = 0
-        if cls is Durability.EPHEMERAL:
-            commit = Commit.completed()
-        else:
-            durable = cls is Durability.FSYNC
-            frames: list[bytes] = []
-            tid = t.topic_id
-            if cls is Durability.DISK and last > t.reservation_durable:
-                # A disk write becomes visible only under a head reservation that is known
-                # committed, or that rides in its own atomic submission: then a crash never
-                # hands out an acked seq twice (SEMANTICS §3.2), even when an earlier
-                # reservation's batch failed.
-                if last >= t.reservation:
-                    t.reservation = last + HEAD_RESERVATION_STEP
-                reservation = t.reservation
-                body = HeadWatermarkBody(reservation).encode()
-                frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True))
-                durable = True
-            seq = first
-            for r in records:
-                blob = encode_blob(r.data_json, r.meta_json)
-                frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable))
-                seq += 1
-            commit = self._submit(tid, frames, durable)
-        # Seqs are assigned for good from here on: the counter never moves down, and if
-        # this write fails its seqs become a hole (SEMANTICS §3.1).
-        t.reserved = last
-        op = PendingOp(
-            OpKind.APPEND,
-            commit,
-            first_seq=first,
-            ts=ts,
-            records=records,
-            size=size,
-            reservation=reservation,
-            owner=t,
-        )
-        t.pending.append(op)
-        t.pending_count += len(records)
-        t.pending_bytes += size
-        return op
 
     def _submit(self, topic_id: int, frames: list[bytes], durable: bool) -> Commit:
         """Queue one atomic WAL submission; the one place WAL errors become API errors."""
@@ -644,24 +509,7 @@ class Engine:
         now = self.clock.now_ms()
         with t.lock:
             self.retain(t, now)
-            bound = t.reserved + 1
-            if t.persistent:
-                durable = t.config.durability is Durability.FSYNC
-                body = DeleteBody(before_seq, match, tuple(seqs), None if seqs else bound).encode()
-                frame = encode_control(FrameType.DELETE, t.topic_id, body, now, durable)
-                commit = self._submit(t.topic_id, [frame], durable)
-            else:
-                commit = Commit.completed()
-            op = PendingOp(
-                OpKind.DELETE,
-                commit,
-                before_seq=before_seq,
-                match=match,
-                bound=bound,
-                seqs=tuple(seqs),
-            )
-            op.owner = t
-            t.pending.append(op)
+            op = deletes.submit_delete(t, before_seq, match, seqs, now, self._submit)
         self.drain(op)
         if op.error is not None:
             raise op.error
@@ -751,7 +599,3 @@ def _no_payload(seq: int, _last: int, _max_bytes: int) -> list[tuple[bytes, byte
 def _logs_head(d: Durability) -> bool:
     """Classes whose replay must never reissue an acked seq after a crash."""
     return d in (Durability.DISK, Durability.FSYNC)
-
-
-def _last_pending_ts(t: TopicState) -> int:
-    return t.pending[-1].ts if t.pending else 0

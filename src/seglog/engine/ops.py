@@ -9,6 +9,7 @@ A WAL commit completes on the shard's writer thread, which never takes topic loc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,11 @@ class PendingOp:
     @property
     def last_seq(self) -> int:
         return self.first_seq + self.count - 1
+
+
+# How the engine's paths submit frames: `(topic_id, frames, durable) -> Commit`; raises the
+# API error (throttled / internal) when the WAL refuses the submission.
+Submit = Callable[[int, list[bytes], bool], "Commit"]
 
 
 @dataclass(frozen=True, slots=True)

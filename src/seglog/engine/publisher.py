@@ -15,10 +15,12 @@ import logging
 from collections.abc import Callable
 
 from seglog.clock import Clock
+from seglog.engine.deletes import apply_delete
 from seglog.engine.ops import OpKind, PendingOp
-from seglog.engine.topic import RetentionCut, TopicState
+from seglog.engine.retention import apply_evict
+from seglog.engine.topic import TopicState
 from seglog.errors import internal
-from seglog.model import DeleteResult, Durability, WriteResult
+from seglog.model import Durability, WriteResult
 from seglog.storage.wal import WalError
 
 log = logging.getLogger("seglog.engine")
@@ -44,20 +46,6 @@ class Publisher:
     def notify(self, name: str, head: int) -> None:
         for fn in list(self._listeners):
             fn(name, head)
-
-    def apply_cut(self, t: TopicState, cut: RetentionCut) -> None:
-        t.apply_cut(cut)
-        if t.segments is not None:
-            t.segments.drop_dead(t)
-
-    def _apply_evict(self, t: TopicState, op: PendingOp) -> None:
-        if t.pending_cut is op:
-            t.pending_cut = None
-        if op.commit.error is not None:
-            log.warning("topic %r: eviction watermark failed: %s", t.name, op.commit.error)
-            return
-        assert op.cut is not None
-        self.apply_cut(t, op.cut)
 
     def drain(self, op: PendingOp) -> None:
         """Apply every completed op ahead of and including `op`, waiting (outside the topic
@@ -87,9 +75,9 @@ class Publisher:
                 if op.kind is OpKind.APPEND:
                     published |= self._apply_append(t, op)
                 elif op.kind is OpKind.DELETE:
-                    self._apply_delete(t, op)
+                    apply_delete(t, op)
                 else:
-                    self._apply_evict(t, op)
+                    apply_evict(t, op)
             except Exception as e:  # a bug: fail this op loudly, never strand its waiter
                 log.exception("applying a %s on topic %r failed", op.kind.name, t.name)
                 op.error = internal(f"applying the operation failed: {e!r}")
@@ -135,23 +123,3 @@ class Publisher:
             fsync_ms=op.commit.fsync_ms if t.config.durability is Durability.FSYNC else 0.0,
         )
         return True
-
-    def _apply_delete(self, t: TopicState, op: PendingOp) -> None:
-        err = op.commit.error
-        if err is not None:
-            op.error = internal(f"WAL commit failed: {err}")
-            return
-        before = t.count
-        killed = t.apply_delete(op.before_seq, op.match, op.bound, op.seqs)
-        if t.segments is not None:
-            try:
-                if killed:
-                    t.segments.flag_deleted(killed)
-                t.segments.drop_dead(t, killed)
-            except OSError as e:
-                # The delete is durable already (its WAL frame, then snapshots); the flags
-                # and unlinks only reclaim space sooner, and recovery redoes them.
-                log.warning("topic %r: reclaiming deleted records failed: %s", t.name, e)
-        op.delete_result = DeleteResult(
-            t.name, before - t.count, t.earliest(), t.head, t.count, t.bytes
-        )

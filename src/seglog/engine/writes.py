@@ -1,0 +1,145 @@
+"""The write path's pure-ish steps, run by the engine under the topic's lock: dedupe,
+admission, seq reservation and frame submission (SEMANTICS §3, STORAGE §3.3).
+
+A write reserves its seqs for good: the reservation counter only moves up, and a write
+whose submission fails later becomes a hole when the publisher reaches it (SEMANTICS §3.1).
+Nothing here waits for the disk."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from seglog.core.framing import (
+    FrameType,
+    HeadWatermarkBody,
+    encode_append,
+    encode_blob,
+    encode_control,
+)
+from seglog.engine.ops import OpKind, PendingOp, Submit
+from seglog.engine.topic import DedupeEntry, TopicState
+from seglog.errors import ErrorCode, SeglogError, throttled
+from seglog.model import Discard, Durability, RecordIn, check_batch_count, check_record_size
+from seglog.storage.wal import Commit
+
+HEAD_RESERVATION_STEP = 256
+
+
+def checked_batch(records: Sequence[RecordIn], node: str | None) -> tuple[list[RecordIn], int]:
+    """API §3's batch rules; the records with the batch `node` filled in, and their bytes."""
+    check_batch_count(len(records))
+    size = 0
+    for i, r in enumerate(records):
+        rs = r.size
+        check_record_size(rs, i)
+        size += rs
+    if node is None:
+        return list(records), size
+    recs = [
+        r if r.node is not None else RecordIn(r.data_json, r.meta_json, node, r.tag)
+        for r in records
+    ]
+    return recs, size
+
+
+def dedupe_lookup(t: TopicState, key: str, now: int) -> DedupeEntry | None:
+    """SEMANTICS §3.3: expire old keys (oldest first), then look `key` up."""
+    window = t.config.idempotency_window_ms
+    d = t.dedupe
+    while d:
+        k = next(iter(d))
+        if now - d[k].created_ms > window:
+            del d[k]
+        else:
+            break
+    return d.get(key)
+
+
+def admit(
+    t: TopicState, n: int, size: int, max_total_bytes: int, topics: Iterable[TopicState]
+) -> None:
+    """SEMANTICS §4.3 (discard=reject) and the server-wide byte quota (API §11)."""
+    cfg = t.config
+    if cfg.discard is Discard.REJECT and (cfg.cap_records or cfg.cap_bytes):
+        if (cfg.cap_records and n > cfg.cap_records) or (cfg.cap_bytes and size > cfg.cap_bytes):
+            raise SeglogError(
+                ErrorCode.RECORD_TOO_LARGE,
+                f"the write ({n} records, {size} bytes) exceeds topic {t.name!r}'s whole cap",
+                {"topic": t.name, "cap_records": cfg.cap_records, "cap_bytes": cfg.cap_bytes},
+            )
+        count = t.count + t.pending_count
+        used = t.bytes + t.pending_bytes
+        if (cfg.cap_records and count + n > cfg.cap_records) or (
+            cfg.cap_bytes and used + size > cfg.cap_bytes
+        ):
+            raise SeglogError(
+                ErrorCode.TOPIC_FULL,
+                f"topic {t.name!r} is full",
+                {
+                    "topic": t.name,
+                    "cap_records": cfg.cap_records,
+                    "cap_bytes": cfg.cap_bytes,
+                    "head_seq": t.head,
+                    "earliest_seq": t.earliest(),
+                },
+            )
+    if max_total_bytes:
+        total = sum(x.bytes + x.pending_bytes for x in topics)
+        if total + size > max_total_bytes:
+            raise throttled(
+                "server-wide live byte quota reached",
+                {"limit": "max_total_bytes", "max": max_total_bytes},
+            )
+
+
+def submit_append(
+    t: TopicState, records: list[RecordIn], size: int, now: int, submit: Submit
+) -> PendingOp:
+    """Reserve the next seqs, submit the frames (with a head reservation when a disk write
+    needs one) and queue the op for the publisher. Raises (reserving nothing) if the
+    submission is refused."""
+    first = t.reserved + 1
+    last = first + len(records) - 1
+    ts = max(now, t.last_write_ts or 0, t.pending[-1].ts if t.pending else 0)
+    cls = t.config.durability
+    reservation = 0
+    if cls is Durability.EPHEMERAL:
+        commit = Commit.completed()
+    else:
+        durable = cls is Durability.FSYNC
+        frames: list[bytes] = []
+        tid = t.topic_id
+        if cls is Durability.DISK and last > t.reservation_durable:
+            # A disk write becomes visible only under a head reservation that is known
+            # committed, or that rides in its own atomic submission: then a crash never
+            # hands out an acked seq twice (SEMANTICS §3.2), even when an earlier
+            # reservation's batch failed.
+            if last >= t.reservation:
+                t.reservation = last + HEAD_RESERVATION_STEP
+            reservation = t.reservation
+            body = HeadWatermarkBody(reservation).encode()
+            frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True))
+            durable = True
+        seq = first
+        for r in records:
+            blob = encode_blob(r.data_json, r.meta_json)
+            frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable))
+            seq += 1
+        commit = submit(tid, frames, durable)
+    # Seqs are assigned for good from here on: the counter never moves down, and if this
+    # write fails its seqs become a hole (SEMANTICS §3.1).
+    t.reserved = last
+    op = PendingOp(
+        OpKind.APPEND,
+        commit,
+        first_seq=first,
+        ts=ts,
+        records=records,
+        size=size,
+        reservation=reservation,
+        owner=t,
+    )
+    t.pending.append(op)
+    t.pending_count += len(records)
+    t.pending_bytes += size
+    return op
