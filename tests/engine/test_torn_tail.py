@@ -30,10 +30,11 @@ def _build(root: Path) -> tuple[Path, list[int], list[int]]:
     return wal, ends, [1, 2, 3, 4, 5]
 
 
-def _recover(root: Path) -> list[int]:
+def _recover(root: Path) -> tuple[list[int], int]:
     e = Engine(EngineOptions(data_dir=root, wal_shards=1, wal_file_size=1 << 20))
     e.open()
     try:
+        torn = e.stats().wal_torn_tails_total
         seqs = [r.seq for r in e.read("t", 0, limit=100).records]
         head = e.topics["t"].head
         w = e.write("t", [RecordIn.of("after")])
@@ -45,9 +46,10 @@ def _recover(root: Path) -> list[int]:
     try:
         again = [r.seq for r in e.read("t", 0, limit=100).records]
         assert again == [*seqs, head + 1], "recovery is not idempotent"
+        assert e.stats().wal_torn_tails_total == 0, "the torn tail was not cut for good"
     finally:
         e.close(snapshot=False)
-    return seqs
+    return seqs, torn
 
 
 @pytest.mark.parametrize("damage", ["truncate", "garble"])
@@ -78,5 +80,8 @@ def test_every_byte_of_the_last_frames(tmp_path: Path, damage: str) -> None:
             assert info.value.corruption.valid_frames_after == sum(1 for e in ends if e > cut) - 1
             assert target.read_bytes() == bytes(buf), "a refused recovery changed the WAL"
             continue
-        got = _recover(work)
+        got, torn = _recover(work)
         assert got == seqs[:intact], (cut, got)
+        # A cut exactly at a frame end leaves only zeros (a clean end); anything else is a
+        # torn tail, cut and counted (STORAGE §3.1, `topics_wal_torn_tails_total`).
+        assert torn == (0 if damage == "truncate" and cut in ends else 1), (cut, torn)

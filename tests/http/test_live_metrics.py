@@ -39,6 +39,7 @@ FAMILIES: dict[str, str] = {
     "topics_wal_bytes_written_total": "counter",
     "topics_wal_rotations_total": "counter",
     "topics_wal_submit_full_total": "counter",
+    "topics_wal_torn_tails_total": "counter",
     "topics_wal_queue_depth": "gauge",
     "topics_wal_queue_depth_peak": "gauge",
     "topics_wal_read_only": "gauge",

@@ -53,6 +53,7 @@ COUNTERS = [
     "topics_wal_bytes_written_total",
     "topics_wal_rotations_total",
     "topics_wal_submit_full_total",
+    "topics_wal_torn_tails_total",  # STORAGE §3.1 names it; API §12's table predates it
 ]
 LATENCIES = [10, 60, 60, 300, 700, 2000, 20000, 70000, 200000, 40]
 
@@ -76,6 +77,7 @@ def snapshot(rows: tuple[TopicMetrics, ...] | None = None) -> MetricsSnapshot:
         fsync_count=len(LATENCIES),
         fsync_micros_total=sum(LATENCIES),
         fsync_buckets=cumulative_buckets(LATENCIES),
+        torn_tails=2,
     )
     return MetricsSnapshot(
         topics=3,
@@ -117,6 +119,7 @@ def test_every_family_has_help_and_type_with_exact_names() -> None:
     assert "# TYPE topics_wal_fsync_latency_us histogram" in lines
     assert "topics_uptime_ms 12345" in lines  # no `_total`, no `_created`
     assert "topics_wal_frames_total 200" in lines
+    assert "topics_wal_torn_tails_total 2" in lines
     assert "_created" not in text
     assert text.endswith("\n")
 

@@ -38,6 +38,7 @@ def collect(stats: EngineStats, uptime_ms: int) -> MetricsSnapshot:
         fsync_count=m.fsync_count,
         fsync_micros_total=m.fsync_micros_total,
         fsync_buckets=tuple(m.fsync_hist),
+        torn_tails=stats.wal_torn_tails_total,
     )
     return MetricsSnapshot(
         topics=len(rows),

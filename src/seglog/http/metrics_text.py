@@ -49,6 +49,7 @@ class WalMetrics:
     fsync_count: int = 0
     fsync_micros_total: int = 0
     fsync_buckets: tuple[int, ...] = (0,) * len(FSYNC_BUCKETS_US)
+    torn_tails: int = 0  # cut by recovery at startup (STORAGE §3.1); Prometheus only
 
     def __post_init__(self) -> None:
         if len(self.fsync_buckets) != len(FSYNC_BUCKETS_US):
@@ -247,6 +248,11 @@ def _lines(s: MetricsSnapshot) -> Iterator[str]:
             "topics_wal_submit_full_total",
             "WAL submissions refused: queue full.",
             w.submit_full_total,
+        ),
+        (
+            "topics_wal_torn_tails_total",
+            "Torn WAL tails cut by recovery at startup (STORAGE 3.1).",
+            w.torn_tails,
         ),
     ):
         yield from _scalar(name, "counter", help_text, value)
