@@ -77,3 +77,55 @@ def test_a_stalled_cold_read_blocks_neither_writers_nor_hot_readers(tmp_path: Pa
     finally:
         fs.gate.set()
         e.close(snapshot=False)
+
+
+class SlowSegmentReads:
+    """Wraps `SegmentStore.read_run` so that, once armed, it stalls on `gate` (a hot segment
+    whose pages must come from a slow disk)."""
+
+    def __init__(self, store: object) -> None:
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.armed = False
+        original = store.read_run  # type: ignore[attr-defined]
+
+        def read_run(*args: object, **kwargs: object) -> object:
+            if self.armed:
+                self.entered.set()
+                assert self.gate.wait(30), "the test never opened the gate"
+            return original(*args, **kwargs)
+
+        store.read_run = read_run  # type: ignore[attr-defined]
+
+
+def test_sealed_payloads_are_read_without_the_topic_lock(tmp_path: Path) -> None:
+    """A read whose payloads left memory reads them from the sealed segments with the topic
+    lock released: a stalled page-in delays that reader only, not writers or other
+    readers of the topic (issue 9: reads never wait on the disk under a lock)."""
+    opts = EngineOptions(
+        data_dir=tmp_path / "data", wal_shards=1, segment_max_events=10, segment_payload_cache=0
+    )
+    e = Engine(opts, clock=ManualClock())
+    e.open()
+    try:
+        e.put_topic("t", TopicConfig())
+        for i in range(3):
+            e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
+            seal_topic(e, e.topics["t"], force=True)
+        t = e.topics["t"]
+        assert t.data[0] is None  # the payloads of seqs 1..30 left memory
+        slow = SlowSegmentReads(t.segments.store)
+        slow.armed = True
+        got: list[object] = []
+        reader = threading.Thread(target=lambda: got.append(e.read("t", 0, limit=25)))
+        reader.start()
+        assert slow.entered.wait(30)  # the reader waits on the segment ...
+        assert e.write("t", [RecordIn.of({"i": 30})]).first_seq == 31  # ... writers go on
+        assert e.get_topic("t").head_seq == 31  # ... and so does the topic's state
+        assert reader.is_alive()
+        slow.gate.set()
+        reader.join(30)
+        (res,) = got
+        assert [r.data for r in res.records] == [{"i": i} for i in range(25)]  # type: ignore[attr-defined]
+    finally:
+        e.close(snapshot=False)

@@ -29,7 +29,7 @@ from seglog.core.framing import (
 )
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
-from seglog.engine import deletes, retention, snapshots, writes
+from seglog.engine import deletes, payloads, retention, snapshots, writes
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
@@ -53,7 +53,7 @@ from seglog.model import (
 )
 from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
-from seglog.storage.segment import SegmentStore
+from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import SnapshotMark
 from seglog.storage.wal import Commit, Wal, WalError, WalMetrics, WalQueueFull
 
@@ -534,16 +534,23 @@ class Engine:
             self._retained(t)
         self.warm_cold(name, from_seq, limit, max_bytes)
         now = self.clock.now_ms()
+        pins: list[PinnedSegment] = []
         with t.lock:
             self.retain(t, now)
+            recs, missing, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now)
             segs = t.segments
-            cold_before = segs.cold_reads if segs is not None else 0
-            loader = segs.load_run if segs is not None else _no_payload
-            recs, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now, loader)
+            if missing and segs is not None:
+                pins = segs.pin_range(recs[missing[0]].seq, recs[missing[-1]].seq)
             t.last_read_ts = now
             t.last_consumed_ms = now
-            cold = (segs.cold_reads - cold_before) if segs is not None else 0
-            return ReadResult(name, recs, nxt, t.head, t.earliest(), tomb, scanned, cold)
+            head, earliest = t.head, t.earliest()
+        cold = 0
+        if missing:
+            # Sealed payloads are read with the lock released (the segments are pinned).
+            if segs is None:
+                raise LookupError(f"seq {recs[missing[0]].seq}: payload missing on {name!r}")
+            cold = payloads.fill(recs, missing, segs.store, pins)
+        return ReadResult(name, recs, nxt, head, earliest, tomb, scanned, cold)
 
     def reads_cold(self, name: str, from_seq: int, limit: int) -> bool:
         """Whether a read of `limit` records after `from_seq` may touch the cold tier (an
@@ -590,10 +597,6 @@ class Engine:
 
     def total_bytes(self) -> int:
         return sum(t.bytes for t in list(self.topics.values()))
-
-
-def _no_payload(seq: int, _last: int, _max_bytes: int) -> list[tuple[bytes, bytes | None]]:
-    raise LookupError(f"seq {seq}: payload missing on an ephemeral topic")
 
 
 def _logs_head(d: Durability) -> bool:

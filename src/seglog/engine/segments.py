@@ -57,7 +57,6 @@ class TopicSegments:
         # Records below `active_first` (kept from before the topic became persistent) are
         # in no segment: their payloads must never leave memory.
         self.payload_dropped_below = active_first
-        self.cold_reads = 0
 
     # ---- registry of sealed segments ---------------------------------------------------
     def set_sealed(self, infos: list[SegmentInfo]) -> None:
@@ -87,22 +86,8 @@ class TopicSegments:
         info = self.locate(seq)
         if info is None:
             raise LookupError(f"seq {seq} has no payload in memory and no sealed segment")
-        if info.tier == "cold":
-            self.cold_reads += 1
         rec = self.store.read(info, seq)
         return decode_blob(rec.blob)
-
-    def load_run(self, seq: int, last: int, max_bytes: int = 0) -> list[tuple[bytes, bytes | None]]:
-        """Payloads of `seq..last`, clamped to the sealed segment holding `seq` and to about
-        `max_bytes` (at least one). Sequential readers take a run at a time; dead slots in it
-        decode harmlessly."""
-        info = self.locate(seq)
-        if info is None:
-            raise LookupError(f"seq {seq} has no payload in memory and no sealed segment")
-        blobs = self.store.read_run(info, seq, last, max_bytes)
-        if info.tier == "cold":
-            self.cold_reads += len(blobs)
-        return [decode_blob(b) for b in blobs]
 
     def overlapping(self, first: int, last: int) -> list[SegmentInfo]:
         """Sealed segments overlapping `[first, last]`, found by bisection (reads call this

@@ -18,7 +18,7 @@ import builtins
 import threading
 from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -437,29 +437,23 @@ class TopicState:
 
     # ---- reads ------------------------------------------------------------------------------
     def read(
-        self,
-        cursor: int,
-        limit: int,
-        nodes: frozenset[str],
-        max_bytes: int,
-        now: int,
-        load_run: Callable[[int, int, int], list[tuple[builtins.bytes, builtins.bytes | None]]],
-    ) -> tuple[list[Record], int, Any, int]:
-        """SEMANTICS §4.4–§4.5. Returns (records, next_from_seq, tombstone, scanned).
+        self, cursor: int, limit: int, nodes: frozenset[str], max_bytes: int, now: int
+    ) -> tuple[list[Record], list[int], int, Any, int]:
+        """SEMANTICS §4.4–§4.5. Returns (records, missing, next_from_seq, tombstone, scanned).
 
-        Payloads that left memory come from `load_run(seq, last, max_bytes)`, a run at a
-        time, bounded by what is left of the record count and the byte budget."""
+        Sizes are known in memory, so the byte budget is exact without payloads. A payload
+        that left memory comes back as `b""` with its index in `missing`: the caller loads
+        it from the sealed segments after releasing the lock (`payloads.fill`)."""
         tomb, pos = tombstone_for(cursor, self.floors(), self.base_seq, self.head)
         head = self.head
         ttl = self.config.ttl_ms
         expired_before = now - ttl if ttl > 0 else None
         node_filter = nodes if (nodes and self.config.dedupe_node) else None
         out: list[Record] = []
+        missing: list[int] = []
         used = 0
         scanned = 0
         origin, front = self.origin, self.front
-        run: list[tuple[builtins.bytes, builtins.bytes | None]] = []
-        run_first = 0
         seq = pos + 1
         while seq <= head and len(out) < limit and scanned < MAX_SLOTS_EXAMINED:
             i = seq - origin
@@ -481,19 +475,15 @@ class TopicState:
                 break
             data = self.data[i]
             if data is None:
-                if not run_first <= seq < run_first + len(run):
-                    run_first = seq
-                    last = min(head, seq + limit - len(out) - 1)
-                    run = load_run(seq, last, max(max_bytes - used, 1))
-                data, meta = run[seq - run_first]
+                missing.append(len(out))
+                out.append(Record(seq, ts, b"", None, node, self.tag[i]))
             else:
-                meta = self.meta[i]
-            out.append(Record(seq, ts, data, meta, node, self.tag[i]))
+                out.append(Record(seq, ts, data, self.meta[i], node, self.tag[i]))
             used += size
             pos = seq
             seq += 1
             scanned += 1
-        return out, pos, tomb, scanned
+        return out, missing, pos, tomb, scanned
 
     def rows(self, first: int, last: int) -> Rows:
         """Copies of the slot columns for `[first, last]` (list slices; seqs below the live
