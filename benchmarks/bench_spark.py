@@ -96,7 +96,7 @@ def client_read(url: str, topic: str) -> int:
 
 
 def files_read(data_dir: Path) -> int:
-    from seglog.core.framing import decode_blob
+    from seglog.core.payload_blob import decode_blob
     from seglog.storage.fs import RealFs
     from seglog.storage.segment import iter_segment, list_topic_segments
     from seglog.storage.snapshot import load_latest_snapshot

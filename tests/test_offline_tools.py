@@ -15,20 +15,16 @@ import typer
 from typer.testing import CliRunner
 
 from seglog.cli.offline import lock_holder, register_offline_commands
-from seglog.core.framing import (
-    CheckpointMarkBody,
-    FrameType,
-    TopicCreateBody,
-    encode_append,
-    encode_control,
-    iter_raw,
-)
+from seglog.core.frame_bodies import CheckpointMarkBody, TopicCreateBody
+from seglog.core.frame_scanner import iter_raw
+from seglog.core.frames import FrameType, encode_append, encode_control
 from seglog.core.segment_format import SegmentRecord
 from seglog.storage.datadir import DataDir
 from seglog.storage.fs import RealFs, write_file_durably
 from seglog.storage.segment import SegmentStore
 from seglog.storage.snapshot import encode_snapshot, snapshot_name
-from seglog.storage.wal import Wal, wal_file_name
+from seglog.storage.wal import Wal
+from seglog.storage.wal_files import wal_file_name
 
 FS = RealFs()
 TID = 10

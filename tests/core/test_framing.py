@@ -11,36 +11,39 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.core.framing import (
-    FLAG_DURABLE,
-    FLAG_NODE,
-    FLAG_TAG,
+from seglog.core.frame_bodies import (
     CheckpointMarkBody,
     ControlBody,
     DeleteBody,
     EvictWatermarkBody,
-    FrameError,
-    FrameScanner,
-    FrameType,
     HeadWatermarkBody,
     LeaseBody,
-    RawScanner,
     RouterCreateBody,
     RouterDeleteBody,
     TopicCreateBody,
     TopicDeleteBody,
-    WalFrame,
-    decode_blob,
     decode_body,
-    encode_append,
-    encode_blob,
-    encode_control,
-    encode_frame,
+)
+from seglog.core.frame_scanner import (
+    FrameScanner,
+    RawScanner,
     iter_frames,
     iter_raw,
     scan_frames,
     valid_end,
 )
+from seglog.core.frames import (
+    FLAG_DURABLE,
+    FLAG_NODE,
+    FLAG_TAG,
+    FrameError,
+    FrameType,
+    WalFrame,
+    encode_append,
+    encode_control,
+    encode_frame,
+)
+from seglog.core.payload_blob import decode_blob, encode_blob
 from seglog.model import Selector
 
 U64 = st.integers(0, 2**64 - 1)

@@ -20,7 +20,7 @@ from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import seal_topic
 from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Durability, RecordIn, Selector, TopicConfig
-from seglog.storage.wal import WalError
+from seglog.storage.wal_commit import WalError
 from tests.support.faultfs import Crash, FaultFs
 
 ROOT = Path("/data")

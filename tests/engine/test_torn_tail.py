@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from seglog.core.framing import iter_raw
+from seglog.core.frame_scanner import iter_raw
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.model import Durability, RecordIn, TopicConfig
-from seglog.storage.wal import wal_file_name
+from seglog.storage.wal_files import wal_file_name
 from seglog.storage.walscan import WalCorruptionError
 
 

@@ -1,4 +1,4 @@
-"""Bad input is a 4xx, never a crash (issue 9), at the codec/model level: out-of-range
+"""Bad input is a 4xx, never a crash (issue 9), at the parsing/model level: out-of-range
 integers at any nesting depth, page sizes of any length, `Content-Length` values `int`
 refuses, and `null` in topic config fields that are not nullable (API §0.2, §0.9, §0.11).
 The same cases over a real server are in test_live_bad_input.py."""
@@ -11,8 +11,10 @@ import orjson
 import pytest
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http import codec
 from seglog.http.common import declared_length_over
+from seglog.http.json_body import out_of_range_integer, parse_json_body
+from seglog.http.query_params import parse_page_size
+from seglog.http.topic_config import parse_config
 from seglog.model import Durability, TopicConfig
 
 # orjson accepts up to 1024 levels; 1020 is above Python's default recursion limit (1000),
@@ -26,7 +28,7 @@ def nested(inner: bytes, depth: int = DEPTH) -> bytes:
 
 def malformed(raw: bytes) -> SeglogError:
     with pytest.raises(SeglogError) as ei:
-        codec.parse_json_body(raw)
+        parse_json_body(raw)
     assert ei.value.code is ErrorCode.INVALID_REQUEST
     assert ei.value.message.startswith("malformed JSON body:")
     return ei.value
@@ -48,7 +50,7 @@ def test_out_of_range_integer_deep_in_a_document_is_400(literal: bytes) -> None:
     "literal", [b"18446744073709551615", b"-9223372036854775808", b"1234567890123456789"]
 )
 def test_in_range_long_integer_deep_in_a_document_parses(literal: bytes) -> None:
-    value = codec.parse_json_body(b'{"x":' + nested(literal) + b"}")["x"]
+    value = parse_json_body(b'{"x":' + nested(literal) + b"}")["x"]
     for _ in range(DEPTH):  # unwrapped in a loop: `==` on the whole value would recurse
         assert isinstance(value, list) and len(value) == 1
         value = value[0]
@@ -77,7 +79,7 @@ def test_in_range_long_integer_deep_in_a_document_parses(literal: bytes) -> None
 )
 def test_out_of_range_integer_scan(raw: bytes, bad: bytes | None) -> None:
     orjson.loads(raw)  # every case is a valid document: the scan relies on that
-    assert codec.out_of_range_integer(raw) == bad
+    assert out_of_range_integer(raw) == bad
 
 
 def test_depth_beyond_orjson_limit_is_400_not_a_crash() -> None:
@@ -102,7 +104,7 @@ def test_depth_beyond_orjson_limit_is_400_not_a_crash() -> None:
     ],
 )
 def test_page_size_of_any_length_clamps(value: str, out: int) -> None:
-    assert codec.parse_page_size(value) == out
+    assert parse_page_size(value) == out
 
 
 # --------------------------------------------------------------------------- content-length
@@ -136,25 +138,25 @@ NOT_NULLABLE = [k for k in TopicConfig().to_dict() if k not in NULLABLE]
 
 def test_durability_null_is_400() -> None:
     with pytest.raises(SeglogError) as ei:
-        codec.parse_config({"durability": None})
+        parse_config({"durability": None})
     assert ei.value.code is ErrorCode.INVALID_REQUEST
     assert ei.value.message.startswith("malformed JSON body:")
     assert "durability" in ei.value.message
     with pytest.raises(SeglogError):
-        codec.parse_config({"durable": True, "durability": None})
+        parse_config({"durable": True, "durability": None})
 
 
 @pytest.mark.parametrize("key", NOT_NULLABLE)
 def test_no_config_field_but_the_nullable_ones_takes_null(key: str) -> None:
     with pytest.raises(SeglogError) as ei:
-        codec.parse_config({key: None})
+        parse_config({key: None})
     assert ei.value.code is ErrorCode.INVALID_REQUEST
     assert key in ei.value.message
 
 
 @pytest.mark.parametrize("key", sorted(NULLABLE))
 def test_priority_and_dead_letter_take_null(key: str) -> None:
-    assert getattr(codec.parse_config({key: None}), key) is None
+    assert getattr(parse_config({key: None}), key) is None
 
 
 @pytest.mark.parametrize(
@@ -169,7 +171,7 @@ def test_priority_and_dead_letter_take_null(key: str) -> None:
 def test_absent_durability_still_resolves_from_durable(
     given: dict[str, Any], resolved: Durability
 ) -> None:
-    assert codec.parse_config(given).durability is resolved
+    assert parse_config(given).durability is resolved
 
 
 @pytest.mark.parametrize("durability", list(Durability))

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-pytest.importorskip("seglog.core.framing")
+pytest.importorskip("seglog.core.payload_blob")
 
 from seglog.core.segment_format import SegmentRecord, encode_segment
 from seglog.spark.errors import SeglogCorruptionError

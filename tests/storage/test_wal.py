@@ -10,20 +10,18 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from seglog.core.framing import FrameType, WalFrame, encode_append, encode_control
+from seglog.core.frames import FrameType, WalFrame, encode_append, encode_control
 from seglog.storage.fs import File, Fs, RealFs
-from seglog.storage.wal import (
-    FSYNC_BUCKETS_US,
-    Commit,
-    Wal,
-    WalError,
-    WalQueueFull,
+from seglog.storage.wal import Wal
+from seglog.storage.wal_commit import Commit, WalError, WalQueueFull
+from seglog.storage.wal_files import (
     discover_groups,
     read_group,
     replay_order,
     truncate_tails,
     wal_file_name,
 )
+from seglog.storage.wal_metrics import FSYNC_BUCKETS_US
 
 FS = RealFs()
 

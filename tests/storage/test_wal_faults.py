@@ -12,17 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from seglog.core.framing import encode_append, encode_frame
-from seglog.storage.wal import (
-    Commit,
-    Wal,
-    WalError,
-    WalReadOnly,
-    discover_groups,
-    read_group,
-    replay_order,
-    truncate_tails,
-)
+from seglog.core.frames import encode_append, encode_frame
+from seglog.storage.wal import Wal
+from seglog.storage.wal_commit import Commit, WalError, WalReadOnly
+from seglog.storage.wal_files import discover_groups, read_group, replay_order, truncate_tails
 from tests.support.faultfs import Crash, FaultFs
 
 ROOT = Path("/data")

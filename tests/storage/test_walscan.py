@@ -15,17 +15,13 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.core.framing import (
-    FrameType,
-    RawScanner,
-    TopicCreateBody,
-    encode_append,
-    encode_control,
-    iter_raw,
-)
+from seglog.core.frame_bodies import TopicCreateBody
+from seglog.core.frame_scanner import RawScanner, iter_raw
+from seglog.core.frames import FrameType, encode_append, encode_control
 from seglog.storage.datadir import make_dirs_durably
 from seglog.storage.fs import Fs, RealFs
-from seglog.storage.wal import Wal, WalGroup, discover_groups, read_group, wal_file_name
+from seglog.storage.wal import Wal
+from seglog.storage.wal_files import WalGroup, discover_groups, read_group, wal_file_name
 from seglog.storage.walscan import (
     GroupScanner,
     WalCorruptionError,

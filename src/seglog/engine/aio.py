@@ -10,7 +10,7 @@ import contextlib
 from seglog.engine.engine import Engine
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.model import WriteResult
-from seglog.storage.wal import Commit
+from seglog.storage.wal_commit import Commit
 
 
 async def wait_commit(commit: Commit) -> None:

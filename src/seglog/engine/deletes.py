@@ -8,12 +8,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from seglog.core.framing import DeleteBody, FrameType, encode_control
+from seglog.core.frame_bodies import DeleteBody
+from seglog.core.frames import FrameType, encode_control
 from seglog.engine.ops import OpKind, PendingOp, Submit
 from seglog.engine.topic import TopicState
 from seglog.errors import internal
 from seglog.model import DeleteResult, Durability, Selector
-from seglog.storage.wal import Commit
+from seglog.storage.wal_commit import Commit
 
 log = logging.getLogger("seglog.engine")
 

@@ -20,13 +20,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from seglog.clock import Clock, SystemClock
-from seglog.core.framing import (
-    FrameType,
-    HeadWatermarkBody,
-    TopicCreateBody,
-    TopicDeleteBody,
-    encode_control,
-)
+from seglog.core.frame_bodies import HeadWatermarkBody, TopicCreateBody, TopicDeleteBody
+from seglog.core.frames import FrameType, encode_control
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
 from seglog.engine import deletes, payloads, retention, snapshots, writes
@@ -55,7 +50,9 @@ from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import SnapshotMark
-from seglog.storage.wal import Commit, Wal, WalError, WalMetrics, WalQueueFull
+from seglog.storage.wal import Wal
+from seglog.storage.wal_commit import Commit, WalError, WalQueueFull
+from seglog.storage.wal_metrics import WalMetrics
 
 log = logging.getLogger("seglog.engine")
 

@@ -19,7 +19,7 @@ from seglog.model import DeleteResult, RecordIn, Selector, WriteResult
 
 if TYPE_CHECKING:
     from seglog.engine.topic import RetentionCut
-    from seglog.storage.wal import Commit
+    from seglog.storage.wal_commit import Commit
 
 
 class OpKind(IntEnum):

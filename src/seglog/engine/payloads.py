@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from seglog.core.framing import decode_blob
+from seglog.core.payload_blob import decode_blob
 from seglog.model import Record
 from seglog.storage.segment import PinnedSegment, SegmentStore
 

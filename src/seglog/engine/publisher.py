@@ -21,7 +21,7 @@ from seglog.engine.retention import apply_evict
 from seglog.engine.topic import TopicState
 from seglog.errors import internal
 from seglog.model import Durability, WriteResult
-from seglog.storage.wal import WalError
+from seglog.storage.wal_commit import WalError
 
 log = logging.getLogger("seglog.engine")
 

@@ -15,17 +15,16 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from seglog.clock import Clock
-from seglog.core.framing import (
+from seglog.core.frame_bodies import (
     DeleteBody,
     EvictWatermarkBody,
-    FrameType,
     HeadWatermarkBody,
-    RawFrame,
     TopicCreateBody,
     TopicDeleteBody,
-    WalFrame,
-    decode_blob,
 )
+from seglog.core.frame_scanner import RawFrame
+from seglog.core.frames import FrameType, WalFrame
+from seglog.core.payload_blob import decode_blob
 from seglog.engine.registry import Registry
 from seglog.engine.snapshots import restore_topic, snapshot_positions
 from seglog.engine.topic import TopicState
@@ -33,7 +32,7 @@ from seglog.model import TopicConfig
 from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
 from seglog.storage.snapshot import SnapshotMark, load_latest_snapshot
-from seglog.storage.wal import WalGroup, discover_groups, group_key, replay_order
+from seglog.storage.wal_files import WalGroup, discover_groups, group_key, replay_order
 from seglog.storage.walscan import GroupScan, GroupScanner, check_groups, seal_torn_tails
 
 log = logging.getLogger("seglog.recovery")

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 
-from seglog.core.framing import EvictWatermarkBody, FrameType, encode_control
+from seglog.core.frame_bodies import EvictWatermarkBody
+from seglog.core.frames import FrameType, encode_control
 from seglog.engine.ops import OpKind, PendingOp, Submit
 from seglog.engine.topic import RetentionCut, TopicState
 from seglog.errors import SeglogError

@@ -16,7 +16,7 @@ import logging
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from seglog.core.framing import decode_blob, encode_blob
+from seglog.core.payload_blob import decode_blob, encode_blob
 from seglog.core.segment_format import encode_columns
 from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore

@@ -13,8 +13,8 @@ from typing import Any
 
 import orjson
 
-from seglog.core.framing import decode_blob
 from seglog.core.jsonbytes import json_bytes
+from seglog.core.payload_blob import decode_blob
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.topic import Rows, TopicState
@@ -22,7 +22,8 @@ from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import SnapshotMark, write_snapshot
-from seglog.storage.wal import Wal, WalError
+from seglog.storage.wal import Wal
+from seglog.storage.wal_commit import WalError
 
 
 def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) -> None:

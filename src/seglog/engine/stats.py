@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seglog.model import Durability
-from seglog.storage.wal import WalMetrics
+from seglog.storage.wal_metrics import WalMetrics
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from seglog.core.framing import (
-    FrameType,
-    HeadWatermarkBody,
-    encode_append,
-    encode_blob,
-    encode_control,
-)
+from seglog.core.frame_bodies import HeadWatermarkBody
+from seglog.core.frames import FrameType, encode_append, encode_control
+from seglog.core.payload_blob import encode_blob
 from seglog.engine.ops import OpKind, PendingOp, Submit
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, throttled
 from seglog.model import Discard, Durability, RecordIn, check_batch_count, check_record_size
-from seglog.storage.wal import Commit
+from seglog.storage.wal_commit import Commit
 
 HEAD_RESERVATION_STEP = 256
 

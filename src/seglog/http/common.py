@@ -15,7 +15,7 @@ from starlette.responses import Response
 
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.auth import Principal, Scope
-from seglog.http.codec import is_json_content_type, parse_json_body
+from seglog.http.json_body import is_json_content_type, parse_json_body
 
 T = TypeVar("T")
 

@@ -8,7 +8,6 @@ from collections.abc import Awaitable
 from starlette.requests import Request
 from starlette.responses import Response
 
-from seglog.http import codec
 from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import (
@@ -19,6 +18,9 @@ from seglog.http.common import (
     require,
     started,
 )
+from seglog.http.delete_request import parse_delete
+from seglog.http.diff_request import parse_diff
+from seglog.http.responses import encode_delete_result, encode_read_result
 from seglog.http.topics import method_not_allowed
 
 
@@ -30,7 +32,7 @@ async def diff(request: Request) -> Response:
     require(request, (Scope.READ,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    req = codec.parse_diff(json_body(request, raw, empty_ok=True))
+    req = parse_diff(json_body(request, raw, empty_ok=True))
     db = st.db
     nodes = frozenset(req.nodes)
     res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
@@ -49,7 +51,7 @@ async def diff(request: Request) -> Response:
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
         res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
-    body = codec.encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
+    body = encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
     return json_response(body)
 
 
@@ -79,6 +81,6 @@ async def delete(request: Request) -> Response:
     require(request, (Scope.DELETE,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    req = codec.parse_delete(json_body(request, raw))
+    req = parse_delete(json_body(request, raw))
     res = await st.db.delete_records(name, req.before_seq, req.match)
-    return json_response(codec.encode_delete_result(res, elapsed_ms(t0)))
+    return json_response(encode_delete_result(res, elapsed_ms(t0)))

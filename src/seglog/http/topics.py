@@ -8,7 +8,6 @@ from starlette.responses import Response
 
 from seglog.core.names import valid_topic_name
 from seglog.errors import ErrorCode, SeglogError, invalid
-from seglog.http import codec
 from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import (
@@ -19,6 +18,18 @@ from seglog.http.common import (
     require,
     started,
 )
+from seglog.http.cursors import decode_cursor, encode_cursor
+from seglog.http.query_params import parse_bool_query, parse_page_size
+from seglog.http.responses import (
+    QueueCounts,
+    encode_drop_topic,
+    encode_put_topic,
+    encode_topic_info,
+    encode_write_result,
+    topic_summary,
+)
+from seglog.http.topic_config import parse_config
+from seglog.http.write_request import check_idempotency_key, parse_write
 from seglog.model import TopicType
 
 
@@ -51,13 +62,13 @@ async def get_topic(request: Request) -> Response:
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.READ,), name)
-    touch = codec.parse_bool_query(request.query_params.get("touch"), True)
+    touch = parse_bool_query(request.query_params.get("touch"), True)
     info = await server_state(request).db.get_topic(name, touch)
     queue = None
     if info.config.type is TopicType.QUEUE:
         # No lease machinery in this build: every live job is ready, none in flight.
-        queue = codec.QueueCounts(ready=info.count, in_flight=0, dead_lettered=0)
-    return json_response(codec.encode_topic_info(info, elapsed_ms(t0), queue))
+        queue = QueueCounts(ready=info.count, in_flight=0, dead_lettered=0)
+    return json_response(encode_topic_info(info, elapsed_ms(t0), queue))
 
 
 async def put_topic(request: Request) -> Response:
@@ -68,18 +79,18 @@ async def put_topic(request: Request) -> Response:
     raw = await read_body(request, st.settings.max_body_bytes)
     if not valid_topic_name(name):
         raise invalid(f"invalid topic name {name!r}", {"topic": name})
-    config = codec.parse_config(json_body(request, raw, empty_ok=True))
+    config = parse_config(json_body(request, raw, empty_ok=True))
     res = await st.db.put_topic(name, config)
-    return json_response(codec.encode_put_topic(res, elapsed_ms(t0)), 201 if res.created else 200)
+    return json_response(encode_put_topic(res, elapsed_ms(t0)), 201 if res.created else 200)
 
 
 async def delete_topic(request: Request) -> Response:
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.DELETE,), name)
-    if_empty = codec.parse_bool_query(request.query_params.get("if_empty"), False)
+    if_empty = parse_bool_query(request.query_params.get("if_empty"), False)
     res = await server_state(request).db.drop_topic(name, if_empty)
-    return json_response(codec.encode_drop_topic(res, elapsed_ms(t0)))
+    return json_response(encode_drop_topic(res, elapsed_ms(t0)))
 
 
 async def append(request: Request) -> Response:
@@ -88,15 +99,15 @@ async def append(request: Request) -> Response:
     p = require(request, (Scope.WRITE,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    req = codec.parse_write(json_body(request, raw))
+    req = parse_write(json_body(request, raw))
     key = req.idempotency_key
     if key is None:
         header = request.headers.get("idempotency-key")
         if header is not None:
-            key = codec.check_idempotency_key(header)
+            key = check_idempotency_key(header)
     config = None
     if req.config is not None:
-        config = codec.parse_config(req.config)
+        config = parse_config(req.config)
         if not p.has(Scope.ADMIN) and not st.db.exists(name):
             raise SeglogError(
                 ErrorCode.FORBIDDEN,
@@ -106,8 +117,8 @@ async def append(request: Request) -> Response:
     res = await st.db.write(
         name, req.records, node=req.node, idempotency_key=key, create=req.create, config=config
     )
-    return_seqs = codec.parse_bool_query(request.query_params.get("return_seqs"), True)
-    body = codec.encode_write_result(res, return_seqs, elapsed_ms(t0))
+    return_seqs = parse_bool_query(request.query_params.get("return_seqs"), True)
+    body = encode_write_result(res, return_seqs, elapsed_ms(t0))
     return json_response(body, 201 if res.created else 200)
 
 
@@ -116,9 +127,9 @@ async def list_topics(request: Request) -> Response:
     p = require(request, (Scope.READ,))
     q = request.query_params
     prefix = q.get("prefix") or ""
-    page_size = codec.parse_page_size(q.get("page_size"))
-    after = codec.decode_cursor(q.get("cursor"))
-    touch = codec.parse_bool_query(q.get("touch"), False)
+    page_size = parse_page_size(q.get("page_size"))
+    after = decode_cursor(q.get("cursor"))
+    touch = parse_bool_query(q.get("touch"), False)
     db = server_state(request).db
     rows: list[object] = []
     more = True
@@ -128,9 +139,9 @@ async def list_topics(request: Request) -> Response:
         if not page:
             break
         last = page[-1].topic
-        rows.extend(codec.topic_summary(info) for info in page if p.allows(info.topic))
+        rows.extend(topic_summary(info) for info in page if p.allows(info.topic))
     body: dict[str, object] = {"topics": rows}
     if more and last is not None:
-        body["next_cursor"] = codec.encode_cursor(last)
+        body["next_cursor"] = encode_cursor(last)
     body["performance"] = {"server_total_ms": elapsed_ms(t0)}
     return json_response(orjson.dumps(body))

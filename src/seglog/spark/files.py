@@ -144,7 +144,7 @@ def _relocated(opts: FilesOptions, p: SegmentPartition) -> Any | None:
 def read_segment(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition
 ) -> Iterator[pa.RecordBatch]:
-    from seglog.core.framing import decode_blob
+    from seglog.core.payload_blob import decode_blob
     from seglog.core.segment_format import SegmentCorruption
     from seglog.storage.segment import iter_segment
 

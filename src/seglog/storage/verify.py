@@ -37,7 +37,8 @@ import numpy as np
 import orjson
 import xxhash
 
-from seglog.core.framing import FrameError, FrameType, TopicCreateBody
+from seglog.core.frame_bodies import TopicCreateBody
+from seglog.core.frames import FrameError, FrameType
 from seglog.core.segment_format import (
     FLAG_NODE,
     FLAG_TAG,
@@ -50,7 +51,7 @@ from seglog.storage.datadir import list_topic_ids, make_dirs_durably
 from seglog.storage.fs import Fs
 from seglog.storage.segment import Tier, segment_base, topic_dir_name
 from seglog.storage.snapshot import MAGIC, VERSION, snapshot_ids, snapshot_name
-from seglog.storage.wal import WalGroup, discover_groups
+from seglog.storage.wal_files import WalGroup, discover_groups
 from seglog.storage.walscan import (
     QUARANTINE_DIR,
     Corruption,

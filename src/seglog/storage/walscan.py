@@ -17,8 +17,8 @@ Finding "a valid frame after offset X" must stay fast over a 64 MiB preallocated
 of garbage, so no offset is tried in a Python loop: trailing zeros are skipped with a
 vectorized nonzero search, every offset's type byte is matched against the known frame
 types and the survivors' `frame_len`/section lengths are checked in numpy, and only the few
-remaining candidates are validated with the real scanner (`seglog.core.framing`, the one
-place validity is decided), checksum included.
+remaining candidates are validated with the real scanner (`seglog.core.frame_scanner`, the
+one place validity is decided), checksum included.
 
 Pure over the `Fs` seam: `GroupScanner`/`scan_group` only read; `seal_torn_tails` and
 `repair_group` write, durably, and only when called.
@@ -35,10 +35,11 @@ from typing import Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from seglog.core.framing import MIN_FRAME_LEN, Buffer, FrameType, RawFrame, RawScanner
+from seglog.core.frame_scanner import Buffer, RawFrame, RawScanner
+from seglog.core.frames import MIN_FRAME_LEN, FrameType
 from seglog.storage.datadir import make_dirs_durably
 from seglog.storage.fs import Fs, write_file_durably
-from seglog.storage.wal import WalGroup
+from seglog.storage.wal_files import WalGroup
 
 Position = tuple[int, int]  # (file idx, byte offset)
 _Int = TypeVar("_Int", np.uint16, np.uint32)
@@ -236,7 +237,7 @@ def _mapped(fs: Fs, path: Path) -> Iterator[Buffer]:
 
 class GroupScanner:
     """Iterate `(file idx, RawFrame)` over the frames replay applies (each file from the
-    start up to its logical end, like `wal.read_group_raw`); once exhausted, `.result` is the
+    start up to its logical end, like `wal_files.read_group`); once exhausted, `.result` is the
     `GroupScan`. Lets recovery replay and classify the tails in one pass. Maps one file at a
     time; closing the iterator early releases it (and leaves `.result` unset)."""
 

@@ -1,0 +1,33 @@
+"""Query-string values (API §0.9): lenient by rule, so a bad value falls back to the
+default instead of failing the request."""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+_INT = re.compile(r"[+-]?[0-9]+")
+
+
+def parse_bool_query(value: str | None, default: bool) -> bool:
+    """`true`/`1` ⇒ True, `false`/`0` ⇒ False, anything else (or absent) ⇒ `default`."""
+    if value in ("true", "1"):
+        return True
+    if value in ("false", "0"):
+        return False
+    return default
+
+
+def parse_page_size(value: str | None) -> int:
+    """API §0.9: default 100, non-numeric ⇒ default, clamped to `[1, 1000]`. Any length
+    of digits clamps (`int` refuses more than 4300 digits, so long values never reach it)."""
+    if value is None or not _INT.fullmatch(value.strip()):
+        return DEFAULT_PAGE_SIZE
+    text = value.strip()
+    digits = text.lstrip("+-").lstrip("0")
+    if text.startswith("-") or not digits:
+        return 1
+    if len(digits) > len(str(MAX_PAGE_SIZE)):
+        return MAX_PAGE_SIZE
+    return min(int(digits), MAX_PAGE_SIZE)

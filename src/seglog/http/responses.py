@@ -1,0 +1,197 @@
+"""Response bodies of the topic and record routes, as bytes (API §0.4, §0.7, §2–§5).
+
+Key order follows the API's examples, and every whole body ends with the `performance`
+block (§0.7). Record payloads were encoded once, on write, with `orjson.dumps` (compact);
+they are spliced back with `orjson.Fragment`, never re-encoded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from seglog.http.cursors import encode_cursor
+from seglog.model import (
+    DeleteResult,
+    DropTopicResult,
+    PutTopicResult,
+    ReadResult,
+    Record,
+    TopicInfo,
+    WriteResult,
+)
+
+
+def _perf(total_ms: float, **extra: float | int) -> dict[str, float | int]:
+    return {"server_total_ms": float(total_ms), **extra}
+
+
+def encode_write_result(res: WriteResult, return_seqs: bool, total_ms: float) -> bytes:
+    body: dict[str, Any] = {
+        "topic": res.topic,
+        "first_seq": res.first_seq,
+        "last_seq": res.last_seq,
+    }
+    if return_seqs:
+        body["seqs"] = res.seqs
+    body.update(
+        head_seq=res.head_seq,
+        count=res.count,
+        created=res.created,
+        deduped=res.deduped,
+        performance=_perf(
+            total_ms, wal_append_ms=float(res.wal_append_ms), fsync_ms=float(res.fsync_ms)
+        ),
+    )
+    return orjson.dumps(body)
+
+
+def record_object(
+    r: Record, include_tags: bool, include_meta: bool, include_data: bool = True
+) -> dict[str, Any]:
+    """A record as API §0.4 shows it; `data`/`meta` are spliced, not re-encoded."""
+    d: dict[str, Any] = {"$seq": r.seq, "$ts": r.ts}
+    if r.node is not None:
+        d["$node"] = r.node
+    if include_tags and r.tag is not None:
+        d["$tag"] = r.tag
+    if include_data:
+        d["data"] = orjson.Fragment(r.data_json)
+    if include_meta and r.meta_json is not None:
+        d["meta"] = orjson.Fragment(r.meta_json)
+    return d
+
+
+def _records_json(records: list[Record], include_tags: bool, include_meta: bool) -> bytes:
+    """The `records` array. A record with no node, tag or meta to show is formatted
+    directly (the same bytes orjson gives for its `record_object`, ~30 % cheaper)."""
+    parts: list[bytes] = []
+    add = parts.append
+    for r in records:
+        if (
+            r.node is None
+            and (r.tag is None or not include_tags)
+            and (r.meta_json is None or not include_meta)
+        ):
+            add(b'{"$seq":%d,"$ts":%d,"data":%b}' % (r.seq, r.ts, r.data_json))
+        else:
+            add(orjson.dumps(record_object(r, include_tags, include_meta)))
+    return b"[" + b",".join(parts) + b"]"
+
+
+def encode_read_result(
+    res: ReadResult, include_tags: bool, include_meta: bool, total_ms: float
+) -> bytes:
+    perf = _perf(total_ms, records_scanned=res.records_scanned)
+    if res.cold_segments_read > 0:
+        perf["cold_segments_read"] = res.cold_segments_read
+    body = {
+        "topic": res.topic,
+        "records": orjson.Fragment(_records_json(res.records, include_tags, include_meta)),
+        "next_from_seq": res.next_from_seq,
+        "head_seq": res.head_seq,
+        "earliest_seq": res.earliest_seq,
+        "caught_up": res.caught_up,
+        "tombstone": None if res.tombstone is None else res.tombstone.to_dict(),
+        "lag": res.lag,
+        "performance": perf,
+    }
+    return orjson.dumps(body)
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """The `queue` member of a queue topic's state (API §2.2)."""
+
+    ready: int
+    in_flight: int
+    dead_lettered: int
+
+
+def encode_topic_info(info: TopicInfo, total_ms: float, queue: QueueCounts | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "topic": info.topic,
+        "type": info.config.type.value,
+        "head_seq": info.head_seq,
+        "earliest_seq": info.earliest_seq,
+        "next_seq": info.next_seq,
+        "count": info.count,
+        "bytes": info.bytes,
+        "config": info.config.to_dict(),
+        "effective_priority": info.effective_priority,
+        "last_write_ts": info.last_write_ts,
+        "last_read_ts": info.last_read_ts,
+    }
+    if queue is not None:
+        body["queue"] = {
+            "ready": queue.ready,
+            "in_flight": queue.in_flight,
+            "dead_lettered": queue.dead_lettered,
+        }
+    body["performance"] = _perf(total_ms)
+    return orjson.dumps(body)
+
+
+def topic_summary(info: TopicInfo) -> dict[str, Any]:
+    """One row of `GET /v0/topics` (API §2.3)."""
+    return {
+        "topic": info.topic,
+        "head_seq": info.head_seq,
+        "earliest_seq": info.earliest_seq,
+        "count": info.count,
+        "bytes": info.bytes,
+        "durable": info.config.durable,
+        "effective_priority": info.effective_priority,
+    }
+
+
+def encode_topic_summary(info: TopicInfo) -> bytes:
+    return orjson.dumps(topic_summary(info))
+
+
+def encode_topic_list(infos: Iterable[TopicInfo], next_after: str | None, total_ms: float) -> bytes:
+    """`GET /v0/topics`; `next_cursor` only when `next_after` (last name of the page) is set."""
+    body: dict[str, Any] = {"topics": [topic_summary(i) for i in infos]}
+    if next_after is not None:
+        body["next_cursor"] = encode_cursor(next_after)
+    body["performance"] = _perf(total_ms)
+    return orjson.dumps(body)
+
+
+def encode_put_topic(res: PutTopicResult, total_ms: float) -> bytes:
+    return orjson.dumps(
+        {
+            "topic": res.topic,
+            "created": res.created,
+            "config": res.config.to_dict(),
+            "performance": _perf(total_ms),
+        }
+    )
+
+
+def encode_drop_topic(res: DropTopicResult, total_ms: float) -> bytes:
+    return orjson.dumps(
+        {
+            "topic": res.topic,
+            "deleted": res.deleted,
+            "routers_removed": sorted(res.routers_removed),
+            "performance": _perf(total_ms),
+        }
+    )
+
+
+def encode_delete_result(res: DeleteResult, total_ms: float) -> bytes:
+    return orjson.dumps(
+        {
+            "topic": res.topic,
+            "deleted": res.deleted,
+            "earliest_seq": res.earliest_seq,
+            "head_seq": res.head_seq,
+            "count": res.count,
+            "bytes": res.bytes,
+            "performance": _perf(total_ms),
+        }
+    )

@@ -1,0 +1,395 @@
+"""One WAL shard: its writer thread, adaptive group commit, failure repair and rotation
+(STORAGE §3.3, §3.5).
+
+Each shard is one writer thread that owns its directory and active file; submissions
+(an atomic list of frames, one durable flag, one `Commit`) arrive through a bounded queue.
+The writer takes one submission, then everything queued, and writes it as one batch: a
+lone durable write is synced at once, and whatever arrives during that fdatasync becomes
+the next batch, so under load one fdatasync serves many writers. One write per batch at
+the logical tail; on a write or sync error every handle of the batch fails and the tail
+rewinds (later batches overwrite bytes nobody was told were durable).
+
+Two things make "rewind" safe, and both are why a shard tracks more than its tail (and
+both are repaired at once, before the failed handles complete: `_erase_failed`):
+- *Stale frames past the tail.* A failed batch may have left complete, checksummed frames
+  in the file; a shorter later batch would leave some of them right after the new tail,
+  where recovery would replay them (with seqs the engine has since reused). So the next
+  write is padded with zeros up to the failed batch's end (`_scrub_to`), and a rotation
+  zeroes them before leaving the file.
+- *A failed fsync may drop dirty pages silently* (Linux marks them clean), so a later
+  successful fsync would vouch for bytes that are not on disk and recovery would stop at
+  the hole, before later acked-durable frames. The shard therefore keeps every chunk it
+  wrote since the last good fsync (bounded: it forces a sync every `SYNC_EVERY_BYTES` or
+  `SYNC_EVERY_S`) and after any failure re-sends that whole window with the next write.
+Both repairs are followed by an fsync in the same batch.
+
+Threads: a `WalShard`'s file state is owned by its writer thread; `_cv` guards its queue,
+`_lock` its metrics. `submit`, `queue_depth`, `add_metrics_to` and `stop` may be called
+from any thread. The writer never takes engine locks and runs completion callbacks, which
+must not block. All file access goes through the `Fs` seam.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+
+from seglog.storage.fs import File, Fs, write_all_at
+from seglog.storage.wal_commit import Commit, WalError, WalQueueFull, WalReadOnly
+from seglog.storage.wal_files import Position, list_files, seal_tail, wal_file_name
+from seglog.storage.wal_metrics import FSYNC_BUCKETS_US, WalMetrics
+
+QUEUE_SIZE = 4096
+TAKE_TIMEOUT_S = 0.05
+SYNC_EVERY_BYTES = 8 << 20  # bounds the re-send window and what a crash can drop
+SYNC_EVERY_S = 1.0
+log = logging.getLogger("seglog.wal")
+
+
+@dataclass(slots=True)
+class _Submission:
+    frames: list[bytes]
+    durable: bool
+    commit: Commit
+
+
+class WalShard:
+    """One shard: its directory, active file, queue and writer thread."""
+
+    def __init__(
+        self,
+        fs: Fs,
+        directory: Path,
+        file_size: int,
+        queue_size: int,
+        tail: Position | None,
+        idle_sync: bool,
+    ) -> None:
+        self.fs = fs
+        self.dir = directory
+        self.file_size = file_size
+        self.queue_size = queue_size
+        self.idle_sync = idle_sync
+        self._pending: deque[_Submission] = deque()
+        self._cv = threading.Condition(threading.Lock())
+        self._idle = False
+        self._stopping = False
+        self._inflight: list[Commit] = []
+        self.m = WalMetrics()
+        self._lock = threading.Lock()  # guards `m` for readers on other threads
+        self.read_only = False
+        # Writer-owned file state: [synced, tail) was written but is not yet known
+        # durable and is held in `_unsynced`; `_resend` after a failure; stale bytes
+        # of failed batches may sit in [tail, _scrub_to).
+        self.idx, self.tail = self._open_tail(tail)
+        self.synced = self.tail
+        self._unsynced: list[bytes] = []
+        self._unsynced_bytes = 0
+        self._resend = False
+        self._scrub_to = 0
+        self._last_sync = time.monotonic()
+        self._bg_failing = False  # log a failing background sync once, not every 50 ms
+        self.thread = threading.Thread(
+            target=self._run, name=f"seglog-wal-{directory.name}", daemon=True
+        )
+
+    def _open_tail(self, tail: Position | None) -> Position:
+        files = list_files(self.fs, self.dir)
+        if tail is None and not files:
+            self.file, self.cap = self._create(1, 0)
+            return 1, 0
+        if tail is None:
+            # Nobody told us where the valid log ends: find it ourselves, exactly as
+            # recovery would, rather than overwrite or trust unvalidated bytes.
+            tail = seal_tail(self.fs, files[-1][0], files[-1][1], self.file_size, None)
+        if files and files[-1][0] != tail[0]:
+            raise ValueError(f"WAL tail {tail} in {self.dir} is not in the newest file")
+        self.file = self.fs.open(self.dir / wal_file_name(tail[0]))
+        self.cap = max(self.file_size, self.file.size())
+        return tail
+
+    def _create(self, idx: int, need: int) -> tuple[File, int]:
+        """A new preallocated file, durable (file + directory) before any use."""
+        size = max(self.file_size, need)
+        f = self.fs.open(self.dir / wal_file_name(idx), create=True)
+        try:
+            f.truncate(size)
+            f.sync()
+            self.fs.fsync_dir(self.dir)
+        except BaseException:
+            f.close()
+            raise
+        return f, size
+
+    # -- submission side (any thread) --
+    def submit(self, frames: list[bytes], durable: bool) -> Commit:
+        if self.read_only:
+            raise WalReadOnly(f"WAL shard {self.dir.name} is read-only")
+        c = Commit()
+        with self._cv:
+            if self._stopping:
+                raise WalError(f"WAL shard {self.dir.name} is closed")
+            depth = len(self._pending)
+            if depth >= self.queue_size:
+                self.m.submit_full_total += 1
+                raise WalQueueFull(f"WAL shard {self.dir.name} queue is full")
+            self._pending.append(_Submission(frames, durable, c))
+            if depth + 1 > self.m.queue_depth_peak:
+                self.m.queue_depth_peak = depth + 1
+            if self._idle:
+                self._cv.notify()
+        return c
+
+    def queue_depth(self) -> int:
+        return len(self._pending)
+
+    def add_metrics_to(self, out: WalMetrics) -> None:
+        """Add this shard's counters and current queue depth to `out`."""
+        with self._lock:
+            out.add(self.m)
+        out.queue_depth += self.queue_depth()
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+
+    # -- writer thread --
+    def _take(self, timeout: float | None) -> tuple[list[_Submission], bool]:
+        """Everything queued (waiting up to `timeout` for the first), and whether to stop."""
+        with self._cv:
+            if not self._pending and not self._stopping and timeout:
+                self._idle = True
+                self._cv.wait(timeout)
+                self._idle = False
+            batch = list(self._pending)
+            self._pending.clear()
+            return batch, self._stopping
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except BaseException as e:
+            # The writer died (a bug, or a test's simulated power cut): nobody may wait
+            # forever, and nothing more is accepted.
+            self.read_only = True
+            with self._lock:
+                self.m.read_only = 1
+            err = WalError(f"WAL writer {self.dir.name} stopped: {e!r}")
+            with self._cv:
+                pending = list(self._pending)
+                self._pending.clear()
+                self._stopping = True
+            for c in [*self._inflight, *(s.commit for s in pending)]:
+                if not c.done():
+                    c._complete(err)
+            if isinstance(e, Exception):
+                log.exception("WAL writer %s stopped", self.dir.name)
+
+    def _loop(self) -> None:
+        while True:
+            batch, stopping = self._take(TAKE_TIMEOUT_S)
+            if not batch and not stopping:
+                if self.idle_sync and self._dirty():
+                    self._background_sync()
+                continue
+            # No gathering window: whatever queued while the previous fdatasync ran is
+            # the next group, so the group size follows the load by itself. A sleeping
+            # window measured slower (it waited on writers that were waiting on it).
+            if batch:
+                self._inflight = [sub.commit for sub in batch]
+                self._commit(batch)
+                self._inflight = []
+            if stopping:
+                rest, _ = self._take(None)  # submit refuses once stopping; belt and braces
+                if rest:
+                    self._commit(rest)
+                self._background_sync()
+                self.file.close()
+                return
+
+    def _commit(self, batch: list[_Submission]) -> None:
+        if self.read_only:
+            ro = WalReadOnly(f"WAL shard {self.dir.name} is read-only")
+            for s in batch:
+                s.commit._complete(ro)
+            return
+        parts: list[bytes] = []
+        ends: list[int] = []
+        n = 0
+        for s in batch:
+            parts.extend(s.frames)
+            n += sum(map(len, s.frames))
+            ends.append(n)
+        data = b"".join(parts)
+        # A repair (re-send or scrub) is only trusted once fsynced: sync this batch too.
+        durable = self._resend or bool(self._scrub_to) or any(s.durable for s in batch)
+        t0 = time.perf_counter()
+        try:
+            if self.tail + len(data) > self.cap:
+                self._rotate(len(data))
+            start = self.tail
+            self._write(data)
+            t1 = time.perf_counter()
+            fsync_us = 0
+            if durable:
+                try:
+                    fsync_us = self._sync()
+                except OSError:
+                    self._rewind(start, data)
+                    raise
+        except WalError as e:
+            self._fail(batch, e)
+            return
+        except OSError as e:
+            self._fail(batch, WalError(f"WAL write failed in {self.dir.name}: {e}"))
+            return
+        wal_ms = (t1 - t0) * 1000.0
+        fsync_ms = fsync_us / 1000.0
+        with self._lock:
+            self.m.frames += sum(len(s.frames) for s in batch)
+            self.m.batches += 1
+            self.m.bytes_written += len(data)
+        for s, end in zip(batch, ends, strict=True):
+            c = s.commit
+            c.wal_ms = wal_ms
+            c.fsync_ms = fsync_ms
+            c.position = (self.idx, start + end)
+            c._complete()
+        if not durable and (
+            self._unsynced_bytes >= SYNC_EVERY_BYTES
+            or time.monotonic() - self._last_sync >= SYNC_EVERY_S
+        ):
+            self._background_sync()
+
+    def _fail(self, batch: list[_Submission], err: WalError) -> None:
+        """Fail every handle of the batch, after erasing what it may have left (§3.5)."""
+        if not self._erase_failed():
+            err = WalReadOnly(
+                f"{err}; the failed bytes could not be erased, so the shard is read-only and "
+                "this write may reappear after a restart (outcome unknown)"
+            )
+        for s in batch:
+            s.commit._complete(err)
+
+    def _erase_failed(self) -> bool:
+        """A failed batch's bytes must not resurface after a restart (a 500 means nothing
+        was applied): zero them now — re-sending the unsynced window a failed fsync may have
+        dropped — and sync, before any handle fails. If that fails too, latch read-only
+        (nothing more may be written behind bytes we could not erase). False then."""
+        if self.read_only:
+            return False
+        if not (self._resend or self._scrub_to):
+            return True
+        try:
+            self._write(b"")
+            self._sync()
+        except OSError as e:
+            self.read_only = True
+            with self._lock:
+                self.m.read_only = 1
+            log.error("WAL shard %s: could not erase a failed batch (%s); read-only", self.dir, e)
+            return False
+        return True
+
+    def _write(self, data: bytes) -> None:
+        """One write of `data` at the tail, advancing it. After a failure the write also
+        re-sends the unsynced window and zeroes stale bytes of failed batches. On error the
+        tail stays put (the rewind) and what the write may have touched is remembered."""
+        start = self.tail
+        end = start + len(data)
+        at, payload = start, data
+        if self._resend and self._unsynced:
+            at, payload = self.synced, b"".join([*self._unsynced, data])
+        if self._scrub_to > end:
+            payload += bytes(self._scrub_to - end)
+        try:
+            if payload:
+                write_all_at(self.file, payload, at)
+        except BaseException:
+            self._resend = True
+            self._scrub_to = max(self._scrub_to, end)
+            raise
+        self._resend = False
+        self._scrub_to = 0
+        self.tail = end
+        if data:
+            self._unsynced.append(data)
+            self._unsynced_bytes += len(data)
+
+    def _rewind(self, start: int, data: bytes) -> None:
+        """Undo a written batch whose fsync failed: its frames are stale bytes now."""
+        if data:
+            self._unsynced.pop()
+            self._unsynced_bytes -= len(data)
+        self._scrub_to = max(self._scrub_to, start + len(data))
+        self.tail = start
+
+    def _sync(self) -> int:
+        """fdatasync the active file; on success everything below the tail is durable.
+        Returns the µs it took (also recorded in the metrics)."""
+        t0 = time.perf_counter()
+        try:
+            self.file.sync()
+        except BaseException:
+            # Linux may have dropped the dirty pages: the window must be written again.
+            self._resend = True
+            raise
+        us = int((time.perf_counter() - t0) * 1e6)
+        self.synced = self.tail
+        self._unsynced.clear()
+        self._unsynced_bytes = 0
+        self._last_sync = time.monotonic()
+        with self._lock:
+            m = self.m
+            m.fsyncs += 1
+            m.fsync_count += 1
+            m.fsync_micros_total += us
+            for i, bound in enumerate(FSYNC_BUCKETS_US):
+                if us <= bound:
+                    m.fsync_hist[i] += 1
+        return us
+
+    def _dirty(self) -> bool:
+        return self.tail > self.synced or self._resend or bool(self._scrub_to)
+
+    def _rotate(self, need: int) -> None:
+        """Make the active file sound and durable, then switch to a new preallocated one.
+        Failing to sync the old file fails only this batch; failing to create the new one
+        latches the shard read-only (there is nowhere left to write)."""
+        if self._resend or self._scrub_to:
+            self._write(b"")
+        self._sync()
+        try:
+            new, cap = self._create(self.idx + 1, need)
+        except OSError as e:
+            self.read_only = True
+            with self._lock:
+                self.m.read_only = 1
+            raise WalReadOnly(f"cannot create the next WAL file in {self.dir}: {e}") from e
+        self.file.close()
+        self.file, self.cap = new, cap
+        self.idx += 1
+        self.tail = self.synced = 0
+        with self._lock:
+            self.m.rotations += 1
+
+    def _background_sync(self) -> None:
+        """Make buffered frames durable (idle, periodic, shutdown). A failure is only
+        remembered: those frames were acked as buffered, and the next write re-sends them."""
+        if not self._dirty():
+            return
+        try:
+            if self._resend or self._scrub_to:
+                self._write(b"")
+            self._sync()
+        except OSError as e:
+            if not self._bg_failing:
+                log.warning("WAL background sync failed in %s: %s", self.dir, e)
+            self._bg_failing = True
+            return
+        self._bg_failing = False
