@@ -1,4 +1,4 @@
-"""Value objects shared by every layer (engine, storage, HTTP codec, offline readers).
+"""Value objects shared by every layer (engine, storage, the HTTP request parsers, offline readers).
 
 All are frozen slotted dataclasses. Record payloads travel as *compact JSON bytes*
 (`data_json`, `meta_json`) rather than Python values: the byte length is the record's
@@ -36,7 +36,7 @@ U64_MAX = 2**64 - 1
 
 def check_batch_count(n: int) -> None:
     """API §3: a write carries 1..`MAX_RECORDS_PER_WRITE` records (the one copy of the
-    rule: the HTTP codec and the engine both call it)."""
+    rule: the HTTP request parser and the engine both call it)."""
     if n == 0:
         raise invalid("records must contain at least one record")
     if n > MAX_RECORDS_PER_WRITE:

@@ -13,9 +13,9 @@ Two things make "rewind" safe, and both are why a shard tracks more than its tai
 both are repaired at once, before the failed handles complete: `_erase_failed`):
 - *Stale frames past the tail.* A failed batch may have left complete, checksummed frames
   in the file; a shorter later batch would leave some of them right after the new tail,
-  where recovery would replay them (with seqs the engine has since reused). So the next
-  write is padded with zeros up to the failed batch's end (`_scrub_to`), and a rotation
-  zeroes them before leaving the file.
+  where recovery would replay them as if they had succeeded (a `500` that comes back). So
+  the failed range is zeroed up to the failed batch's end (`_scrub_to`) before the error
+  is reported, and a rotation zeroes any left before leaving the file.
 - *A failed fsync may drop dirty pages silently* (Linux marks them clean), so a later
   successful fsync would vouch for bytes that are not on disk and recovery would stop at
   the hole, before later acked-durable frames. The shard therefore keeps every chunk it
@@ -281,10 +281,10 @@ class WalShard:
         was applied): zero them now — re-sending the unsynced window a failed fsync may have
         dropped — and sync, before any handle fails. If that fails too, latch read-only
         (nothing more may be written behind bytes we could not erase). False then."""
+        if not (self._resend or self._scrub_to):
+            return True  # nothing of the batch reached the file
         if self.read_only:
             return False
-        if not (self._resend or self._scrub_to):
-            return True
         try:
             self._write(b"")
             self._sync()
