@@ -20,6 +20,7 @@ import fcntl
 import mmap
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -124,6 +125,20 @@ def write_file_durably(fs: Fs, path: Path, data: bytes | memoryview) -> None:
     write_synced(fs, tmp, data)
     fs.rename(tmp, path)
     fs.fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def mapped_file(fs: Fs, path: Path) -> Iterator[bytes | mmap.mmap]:
+    """`fs.map_file(path)` for the duration of a `with` block. Unmapping is skipped while a
+    view into the map is still alive (BufferError): the map then closes when collected."""
+    buf = fs.map_file(path)
+    try:
+        yield buf
+    finally:
+        close = getattr(buf, "close", None)
+        if close is not None:
+            with contextlib.suppress(BufferError):
+                close()
 
 
 class RealFile:

@@ -11,15 +11,14 @@ access goes through the `Fs` seam.
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from seglog.core.frame_scanner import Buffer, FrameScanner, valid_end
+from seglog.core.frame_scanner import FrameScanner, valid_end
 from seglog.core.frames import WalFrame
-from seglog.storage.fs import Fs
+from seglog.storage.fs import Fs, mapped_file
 
 FILE_SIZE = 64 << 20  # a new file's preallocated size (a big submission gets more)
 _WAL_NAME = re.compile(r"wal-(\d{16})\.log")
@@ -90,18 +89,6 @@ def replay_order(groups: list[WalGroup], current_shards: int) -> list[WalGroup]:
     return stale + live
 
 
-@contextlib.contextmanager
-def _mapped(fs: Fs, path: Path) -> Iterator[Buffer]:
-    buf = fs.map_file(path)
-    try:
-        yield buf
-    finally:
-        close = getattr(buf, "close", None)
-        if close is not None:
-            with contextlib.suppress(BufferError):
-                close()
-
-
 def _group_files(group: WalGroup, start: Position) -> Iterator[tuple[int, Path, int]]:
     """`(idx, path, scan offset)` of the files at or after `start`. The start offset is a
     frame end recorded by a checkpoint, so scanning from it equals scanning from 0 and
@@ -118,7 +105,7 @@ def read_group(
     """`(file idx, frame end, frame)` after `start`, each file up to its first invalid
     frame. Streams: one mapped file and one chunk of frames at a time."""
     for idx, path, off in _group_files(group, start):
-        with _mapped(fs, path) as buf:
+        with mapped_file(fs, path) as buf:
             it = FrameScanner(buf, off).__iter__()
             try:
                 for _o, end, frame in it:
@@ -129,7 +116,7 @@ def read_group(
 
 def file_valid_end(fs: Fs, path: Path) -> int:
     """The logical end of the WAL file at `path`: the offset of its first invalid frame."""
-    with _mapped(fs, path) as buf:
+    with mapped_file(fs, path) as buf:
         return valid_end(buf)
 
 

@@ -26,8 +26,7 @@ Pure over the `Fs` seam: `GroupScanner`/`scan_group` only read; `seal_torn_tails
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -38,7 +37,7 @@ import numpy.typing as npt
 from seglog.core.frame_scanner import Buffer, RawFrame, RawScanner
 from seglog.core.frames import MIN_FRAME_LEN, FrameType
 from seglog.storage.datadir import make_dirs_durably
-from seglog.storage.fs import Fs, write_file_durably
+from seglog.storage.fs import Fs, mapped_file, write_file_durably
 from seglog.storage.wal_files import WalGroup
 
 Position = tuple[int, int]  # (file idx, byte offset)
@@ -223,18 +222,6 @@ def _after_end(buf: Buffer, end: int) -> tuple[bool, int]:
 # ---- scanning a group ------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _mapped(fs: Fs, path: Path) -> Iterator[Buffer]:
-    buf = fs.map_file(path)
-    try:
-        yield buf
-    finally:
-        close = getattr(buf, "close", None)
-        if close is not None:
-            with contextlib.suppress(BufferError):
-                close()
-
-
 class GroupScanner:
     """Iterate `(file idx, RawFrame)` over the frames replay applies (each file from the
     start up to its logical end, like `wal_files.read_group`); once exhausted, `.result` is the
@@ -260,7 +247,7 @@ class GroupScanner:
             if idx < start_idx:
                 continue
             off = start_off if idx == start_idx else 0
-            with _mapped(self.fs, path) as buf:
+            with mapped_file(self.fs, path) as buf:
                 scanner = RawScanner(buf, off)
                 it = scanner.__iter__()
                 n = 0
@@ -382,7 +369,7 @@ def plan_repair(fs: Fs, group: WalGroup, corruption: Corruption, quarantine_dir:
 
 
 def _copy_durably(fs: Fs, src: Path, dst: Path) -> None:
-    with _mapped(fs, src) as buf, memoryview(buf) as mv:
+    with mapped_file(fs, src) as buf, memoryview(buf) as mv:
         write_file_durably(fs, dst, mv)
 
 
