@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from seglog.clock import ManualClock
 from seglog.engine.engine import Engine, EngineOptions
+
+# Hypothesis profiles, picked by HYPOTHESIS_PROFILE:
+#   "ci" (default): Hypothesis' defaults (property tests that leave `max_examples` open keep
+#     their 100), short stateful runs; tests/engine/test_model.py sizes itself for CI.
+#   "slow": >= 1000 examples everywhere not pinned, longer stateful histories.
+settings.register_profile("ci", stateful_step_count=30)
+settings.register_profile("slow", max_examples=1000, stateful_step_count=60)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.fixture

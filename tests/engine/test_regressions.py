@@ -17,6 +17,7 @@ import pytest
 
 from seglog.engine.engine import Engine
 from seglog.engine.maintenance import seal_topic
+from seglog.engine.ops import PendingWrite
 from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Durability, RecordIn, Selector, TopicConfig, WriteResult
 from tests.engine.oracle import (
@@ -35,6 +36,13 @@ from tests.support.faultfs import FaultFs, WriteFault
 
 FSYNC = TopicConfig(durability=Durability.FSYNC)
 DISK = TopicConfig(durability=Durability.DISK)
+
+
+def begin(e: Engine, name: str, records: list[RecordIn]) -> PendingWrite:
+    """`Engine.write_begin` for a topic that exists (reserve + submit, no wait)."""
+    pw = e.write_begin(name, records)
+    assert pw is not None
+    return pw
 
 
 def rec(marker: str, tag: str | None = None) -> RecordIn:
@@ -117,9 +125,9 @@ def test_failed_append_fails_only_itself_and_its_seqs_stay_holes(
         acked[r0.seqs[0]] = data_of("w0")
     gate = hooks.hold(mark("A-1"))
     hooks.fail_write(mark("A-1"))
-    pa = e.write_begin("t", [rec("A-1"), rec("A-2")])
+    pa = begin(e, "t", [rec("A-1"), rec("A-2")])
     gate.wait_held()
-    pb = e.write_begin("t", [rec("B")])
+    pb = begin(e, "t", [rec("B")])
     gate.release()
     with pytest.raises(SeglogError) as failed:
         e.write_finish(pa)
@@ -165,7 +173,7 @@ def test_delete_queued_behind_failing_append_is_bounded_by_the_visible_head(
     e.write("t", [rec("p1"), rec("p2"), rec("p3")])  # seqs 1..3
     gate = hooks.hold(mark("A-1"))
     hooks.fail_write(mark("A-1"))
-    pa = e.write_begin("t", [rec("A-1"), rec("A-2")])  # seqs 4, 5
+    pa = begin(e, "t", [rec("A-1"), rec("A-2")])  # seqs 4, 5
     gate.wait_held()
     box: list[object] = []
 
@@ -207,7 +215,7 @@ class HoldAfterCommit:
     is in the WAL but the change is not yet applied in memory — until released (or, if
     the engine rightly makes the snapshot wait for the change, until a timeout)."""
 
-    RELEASE_AFTER_S = 1.0  # only reached when the engine serializes (correctly)
+    RELEASE_AFTER_S = 0.5  # only reached when the engine serializes (correctly)
 
     def __init__(self, e: Engine, ftype: int, monkeypatch: pytest.MonkeyPatch) -> None:
         assert e.wal is not None
@@ -365,7 +373,7 @@ def test_failed_write_is_not_resurrected_by_a_process_crash(
     else:
         # the batch write stops one byte short and fails: A-1 and A-2 are complete frames
         hooks.write_rules.append(_torn_rule(mark("A-1"), 28 if "enospc" in how else 5))
-    pa = e.write_begin("t", [rec("A-1"), rec("A-2"), rec("A-3")])
+    pa = begin(e, "t", [rec("A-1"), rec("A-2"), rec("A-3")])
     pa.op.commit.add_done_callback(lambda _c: hooks.freeze())
     with pytest.raises(SeglogError) as failed:
         e.write_finish(pa)
@@ -449,7 +457,7 @@ def test_flag_flip_eio_does_not_hit_an_unrelated_concurrent_writer(
     hooks = Hooks(fs)
     shot = hooks.fail_path_write(_is_flag_flip, WriteFault())
     gate = hooks.hold(mark("W1"))
-    p1 = e.write_begin("t", [rec("W1")])
+    p1 = begin(e, "t", [rec("W1")])
     gate.wait_held()
     results: dict[str, object] = {}
 
