@@ -234,7 +234,10 @@ class Engine:
             raise internal(f"WAL commit failed: {e}") from None
 
     def retain(self, t: TopicState, now: int) -> PendingOp | None:
-        """Under `t.lock`: the retention pass, never waiting (see `retention`)."""
+        """Under `t.lock`: the retention pass, never waiting (see `retention`). Runs twice
+        per write, so a topic without TTL or caps returns at once."""
+        if not t.config.has_retention:
+            return None
         return retention.retain(t, now, self._submit)
 
     def _retained(self, t: TopicState) -> None:
@@ -428,7 +431,7 @@ class Engine:
         missing topic returns None instead, for the caller to retry in a thread."""
         recs, size = writes.checked_batch(records, node)
         created = False
-        t = self.topics.get(name)
+        t = self.registry.get(name)
         if t is None:
             cfg = config if config is not None else TopicConfig()
             if not (create if create is not None else cfg.auto_create):
@@ -446,8 +449,10 @@ class Engine:
                 if entry is not None:
                     return PendingWrite(name, entry.op, False, True)
             self.retain(t, now)
-            topics = self.registry.by_id.values()
-            writes.admit(t, len(recs), size, self.options.max_total_bytes, list(topics))
+            writes.admit(t, len(recs), size)
+            quota = self.options.max_total_bytes
+            if quota:
+                writes.check_quota(size, quota, list(self.registry.by_id.values()))
             op = writes.submit_append(t, recs, size, now, self._submit)
             if idempotency_key is not None:
                 op.idempotency_key = idempotency_key
@@ -537,7 +542,7 @@ class Engine:
             recs, missing, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now)
             segs = t.segments
             if missing and segs is not None:
-                pins = segs.pin_range(recs[missing[0]].seq, recs[missing[-1]].seq)
+                pins = segs.pin_range(missing[0][1], missing[-1][1])
             t.last_read_ts = now
             t.last_consumed_ms = now
             head, earliest = t.head, t.earliest()
@@ -545,7 +550,7 @@ class Engine:
         if missing:
             # Sealed payloads are read with the lock released (the segments are pinned).
             if segs is None:
-                raise LookupError(f"seq {recs[missing[0]].seq}: payload missing on {name!r}")
+                raise LookupError(f"seq {missing[0][1]}: payload missing on {name!r}")
             cold = payloads.fill(recs, missing, segs.store, pins)
         return ReadResult(name, recs, nxt, head, earliest, tomb, scanned, cold)
 

@@ -4,37 +4,39 @@ change (only delete flags, outside the checksum), so no lock is needed to read t
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from seglog.core.payload_blob import decode_blob
+from seglog.engine.topic import Missing
 from seglog.model import Record
 from seglog.storage.segment import PinnedSegment, SegmentStore
 
 
 def fill(
-    records: list[Record], missing: list[int], store: SegmentStore, pins: list[PinnedSegment]
+    records: list[Record], missing: list[Missing], store: SegmentStore, pins: list[PinnedSegment]
 ) -> int:
-    """Put the payload of `records[k]` for every `k` in `missing` (ascending seqs), a segment
-    run at a time. Returns how many came from the cold tier."""
+    """Build each record `missing` describes (ascending seqs) from its sealed segment, a
+    segment run at a time, into its place in `records`. Returns how many came from the cold
+    tier."""
     cold = filled = j = 0
+    n = len(missing)
     for pin in pins:
         start = j
-        while j < len(missing) and records[missing[j]].seq <= pin.info.last_seq:
+        last = pin.info.last_seq
+        while j < n and missing[j][1] <= last:
             j += 1
-        run = missing[start:j]
-        if not run:
+        if j == start:
             continue
-        lo = records[run[0]].seq
+        lo = missing[start][1]
         if lo < pin.info.first_seq:
             break  # a missing payload that no pinned segment holds
-        blobs = store.read_run(pin, lo, records[run[-1]].seq)
-        for k in run:
-            data, meta = decode_blob(blobs[records[k].seq - lo])
-            records[k] = replace(records[k], data_json=data, meta_json=meta)
-        filled += len(run)
+        blobs = store.read_run(pin, lo, missing[j - 1][1])
+        for k, seq, ts, node, tag in missing[start:j]:
+            data, meta = decode_blob(blobs[seq - lo])
+            records[k] = Record(seq, ts, data, meta, node, tag)
+        filled = j
         if pin.info.tier == "cold":
-            cold += len(run)
-    if filled != len(missing):
-        seq = records[missing[filled]].seq
-        raise LookupError(f"seq {seq} has no payload in memory and no sealed segment")
+            cold += j - start
+    if filled != n:
+        raise LookupError(
+            f"seq {missing[filled][1]} has no payload in memory and no sealed segment"
+        )
     return cold

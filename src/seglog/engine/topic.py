@@ -39,6 +39,11 @@ from seglog.model import (
     TopicConfig,
 )
 
+# A record of a read whose payload is still to be loaded: (index in the read's records,
+# seq, ts, node, tag); its slot holds `PLACEHOLDER` meanwhile.
+Missing = tuple[int, int, int, "str | None", "str | None"]
+PLACEHOLDER = Record(0, 0, b"")
+
 # A read examines at most this many slots, so a huge deleted or filtered region costs
 # bounded work per call; the cursor still advances past what was examined.
 MAX_SLOTS_EXAMINED = 65_536
@@ -438,19 +443,20 @@ class TopicState:
     # ---- reads ------------------------------------------------------------------------------
     def read(
         self, cursor: int, limit: int, nodes: frozenset[str], max_bytes: int, now: int
-    ) -> tuple[list[Record], list[int], int, Any, int]:
+    ) -> tuple[list[Record], list[Missing], int, Any, int]:
         """SEMANTICS §4.4–§4.5. Returns (records, missing, next_from_seq, tombstone, scanned).
 
-        Sizes are known in memory, so the byte budget is exact without payloads. A payload
-        that left memory comes back as `b""` with its index in `missing`: the caller loads
-        it from the sealed segments after releasing the lock (`payloads.fill`)."""
+        Sizes are known in memory, so the byte budget is exact without payloads. A record
+        whose payload left memory is a placeholder in `records`, described in `missing`: the
+        caller builds it from the sealed segments after releasing the lock
+        (`payloads.fill`)."""
         tomb, pos = tombstone_for(cursor, self.floors(), self.base_seq, self.head)
         head = self.head
         ttl = self.config.ttl_ms
         expired_before = now - ttl if ttl > 0 else None
         node_filter = nodes if (nodes and self.config.dedupe_node) else None
         out: list[Record] = []
-        missing: list[int] = []
+        missing: list[Missing] = []
         used = 0
         scanned = 0
         origin, front = self.origin, self.front
@@ -475,8 +481,8 @@ class TopicState:
                 break
             data = self.data[i]
             if data is None:
-                missing.append(len(out))
-                out.append(Record(seq, ts, b"", None, node, self.tag[i]))
+                missing.append((len(out), seq, ts, node, self.tag[i]))
+                out.append(PLACEHOLDER)
             else:
                 out.append(Record(seq, ts, data, self.meta[i], node, self.tag[i]))
             used += size

@@ -51,10 +51,8 @@ def dedupe_lookup(t: TopicState, key: str, now: int) -> DedupeEntry | None:
     return d.get(key)
 
 
-def admit(
-    t: TopicState, n: int, size: int, max_total_bytes: int, topics: Iterable[TopicState]
-) -> None:
-    """SEMANTICS §4.3 (discard=reject) and the server-wide byte quota (API §11)."""
+def admit(t: TopicState, n: int, size: int) -> None:
+    """SEMANTICS §4.3: a `discard: reject` topic refuses a write that does not fit."""
     cfg = t.config
     if cfg.discard is Discard.REJECT and (cfg.cap_records or cfg.cap_bytes):
         if (cfg.cap_records and n > cfg.cap_records) or (cfg.cap_bytes and size > cfg.cap_bytes):
@@ -79,13 +77,16 @@ def admit(
                     "earliest_seq": t.earliest(),
                 },
             )
-    if max_total_bytes:
-        total = sum(x.bytes + x.pending_bytes for x in topics)
-        if total + size > max_total_bytes:
-            raise throttled(
-                "server-wide live byte quota reached",
-                {"limit": "max_total_bytes", "max": max_total_bytes},
-            )
+
+
+def check_quota(size: int, max_total_bytes: int, topics: Iterable[TopicState]) -> None:
+    """API §11: the server-wide live byte quota (`max_total_bytes`, 0 = none)."""
+    total = sum(x.bytes + x.pending_bytes for x in topics)
+    if total + size > max_total_bytes:
+        raise throttled(
+            "server-wide live byte quota reached",
+            {"limit": "max_total_bytes", "max": max_total_bytes},
+        )
 
 
 def submit_append(
