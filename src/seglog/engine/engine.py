@@ -207,7 +207,7 @@ class Engine:
         return self.wal
 
     def _topic(self, name: str) -> TopicState:
-        t = self.topics.get(name)
+        t = self.registry.get(name)
         if t is None:
             raise topic_not_found(name)
         return t
@@ -251,6 +251,8 @@ class Engine:
         """Start the retention pass a read of `name` needs, without waiting: an async
         caller awaits the returned op's commit, then reads with `wait=False`."""
         t = self._topic(name)
+        if not t.config.has_retention:
+            return None
         with t.lock:
             return self.retain(t, self.clock.now_ms())
 
