@@ -62,8 +62,8 @@ class Wal:
         return shard_dir(self.wal_dir, shard, self.shards)
 
     def open(self, tails: dict[str, Position] | None = None) -> None:
-        """Start the writers, each appending after its group's valid tail (`truncate_tails`
-        guarantees nothing past it parses as a frame). A group without files gets a fresh,
+        """Start the writers, each appending after its group's valid tail (recovery has
+        sealed torn tails — `walscan.seal_torn_tails` — so nothing past it parses as a frame). A group without files gets a fresh,
         durable `wal-0000000000000001.log`; with files but no tail, its tail is found here."""
         tails = tails or {}
         fs = self.fs

@@ -5,8 +5,10 @@ A *group* is one WAL directory: `wal/` itself (one shard) or `wal/shard-NN/`, ho
 in a group. A file's logical end is its first invalid frame (`seglog.core.frame_scanner`).
 
 Reading (`discover_groups`, `read_group`, `file_valid_end`) never writes; `seal_tail` and
-`truncate_tails` rewrite a file's tail durably, and only when called. All file
-access goes through the `Fs` seam.
+`truncate_tails` rewrite a file's tail durably, and only when called. They trust the first
+invalid frame to be the end: recovery classifies tails first (`walscan`: torn tail or
+corruption) and seals only torn ones; `truncate_tails` serves WAL-level tests and a writer
+opened without a known tail. All file access goes through the `Fs` seam.
 """
 
 from __future__ import annotations
