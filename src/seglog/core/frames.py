@@ -4,7 +4,7 @@
 off  size  field
   0    4   frame_len  u32   bytes after this field (header + sections + checksum)
   4    1   type       u8
-  5    1   flags      u8    bit0 has_tag, bit1 has_node, bit2 durable
+  5    1   flags      u8    bit0 has_tag, bit1 has_node, bit2 durable, bit3 more
   6    8   topic_id   u64
  14    8   seq        u64
  22    8   ts         u64
@@ -14,7 +14,11 @@ off  size  field
  38    N   node, M tag, P data
   .    8   xxh3       u64   XXH3-64 (seed 0) over bytes [4, start of this field)
 ```
-All integers little-endian. A frame is valid only if every check of §3.1 passes; deciding
+All integers little-endian. `more` (a seglog extension of STORAGE §3.1, ignored by readers
+that predate it) marks every frame of a multi-frame submission but its last: a submission is
+atomic, so replay applies its frames only once the frame without `more` is read, and drops
+an unfinished one at the logical end of a file (a crash cut the batch's write short).
+A frame is valid only if every check of §3.1 passes; deciding
 that, and reading frames back, is `seglog.core.frame_scanner`'s job. The `data` section
 holds an Append's payload blob (`seglog.core.payload_blob`) or a control body
 (`seglog.core.frame_bodies`).
@@ -46,6 +50,7 @@ class FrameType(IntEnum):
 FLAG_TAG = 1
 FLAG_NODE = 2
 FLAG_DURABLE = 4
+FLAG_MORE = 8  # further frames of the same atomic submission follow this one
 
 HEADER = struct.Struct("<IBBQQQHHI")  # frame_len .. data_len: 38 bytes
 HEADER_SIZE = HEADER.size
@@ -75,10 +80,17 @@ class WalFrame:
 
 
 def encode_append(
-    topic_id: int, seq: int, ts: int, node: str | None, tag: str | None, blob: bytes, durable: bool
+    topic_id: int,
+    seq: int,
+    ts: int,
+    node: str | None,
+    tag: str | None,
+    blob: bytes,
+    durable: bool,
+    more: bool = False,
 ) -> bytes:
     """One Append frame: the engine's hot path (one pack, one concatenation, one hash)."""
-    flags = FLAG_DURABLE if durable else 0
+    flags = (FLAG_DURABLE if durable else 0) | (FLAG_MORE if more else 0)
     if node is None and tag is None:
         dl = len(blob)
         head = HEADER.pack(MIN_FRAME_LEN + dl, 1, flags, topic_id, seq, ts, 0, 0, dl) + blob
@@ -103,11 +115,17 @@ def encode_append(
 
 
 def encode_control(
-    ftype: FrameType, topic_id: int, body: bytes, ts: int, durable: bool, seq: int = 0
+    ftype: FrameType,
+    topic_id: int,
+    body: bytes,
+    ts: int,
+    durable: bool,
+    seq: int = 0,
+    more: bool = False,
 ) -> bytes:
     """A control frame (no node/tag sections); `seq` is the job seq for Lease frames."""
     dl = len(body)
-    flags = FLAG_DURABLE if durable else 0
+    flags = (FLAG_DURABLE if durable else 0) | (FLAG_MORE if more else 0)
     head = HEADER.pack(MIN_FRAME_LEN + dl, int(ftype), flags, topic_id, seq, ts, 0, 0, dl) + body
     return head + _xxh(head[4:]).to_bytes(8, "little")
 

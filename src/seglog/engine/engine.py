@@ -226,7 +226,11 @@ class Engine:
     def log_durable_frames(self, topic_id: int, frames: list[tuple[FrameType, bytes]]) -> None:
         """Submit control frames as one atomic fsync-gated submission and wait for it."""
         now = self.clock.now_ms()
-        encoded = [encode_control(ft, topic_id, body, now, True) for ft, body in frames]
+        last = len(frames) - 1
+        encoded = [
+            encode_control(ft, topic_id, body, now, True, more=i < last)
+            for i, (ft, body) in enumerate(frames)
+        ]
         commit = self._submit(topic_id, encoded, True)
         try:
             commit.wait()

@@ -23,7 +23,7 @@ from seglog.core.frame_bodies import (
     TopicDeleteBody,
 )
 from seglog.core.frame_scanner import RawFrame
-from seglog.core.frames import FrameType, WalFrame
+from seglog.core.frames import FLAG_MORE, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob
 from seglog.engine.registry import Registry
 from seglog.engine.snapshots import restore_topic, snapshot_positions
@@ -33,7 +33,7 @@ from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
 from seglog.storage.snapshot import SnapshotMark, load_latest_snapshot
 from seglog.storage.wal_files import WalGroup, discover_groups, group_key, replay_order
-from seglog.storage.walscan import GroupScan, GroupScanner, check_groups, seal_torn_tails
+from seglog.storage.walscan import GroupScan, GroupScanner, check_groups, seal_at, seal_torn_tails
 
 log = logging.getLogger("seglog.recovery")
 
@@ -102,18 +102,35 @@ def recover(
     # Frames of one topic past the checkpoints are all in one group: every layout change
     # is followed by a snapshot before any write (below), so groups replay independently,
     # the old layout's first.
-    scans: list[GroupScan] = []
+    scans: list[tuple[GroupScan, dict[int, tuple[int, int]]]] = []
     for g in ordered:
         scanner = GroupScanner(fs, g, starts.get(g.key, (1, 0)))
-        _apply_all(rp, _frames(scanner, progress))
-        scans.append(scanner.result)
+        whole = _Submissions(scanner, progress)
+        _apply_all(rp, whole)
+        scans.append((scanner.result, whole.unfinished))
     # Step 6: nothing on disk changes before every group is known sound.
-    check_groups(scans)
+    check_groups(sc for sc, _ in scans)
     torn = 0
-    for sc in scans:
-        for path, offset in seal_torn_tails(fs, sc):
-            torn += 1
+    tails: dict[str, Position] = {}
+    for sc, unfinished in scans:
+        cut = {path for path, _ in seal_torn_tails(fs, sc)}
+        for path, offset in sc.torn_tails:
             log.warning("WAL %s: torn tail cut at offset %d", path, offset)
+        for f in sc.files:
+            if f.idx in unfinished:
+                # A crash cut a batch's write short: its complete frames must not stay in
+                # front of the writer's next batch, which replay would take for their end.
+                offset, frames = unfinished[f.idx]
+                seal_at(fs, f.path, offset)
+                cut.add(f.path)
+                log.warning(
+                    "WAL %s: unfinished submission (%d frames) cut at offset %d",
+                    f.path, frames, offset,
+                )  # fmt: skip
+        torn += len(cut)
+        tail = sc.tail
+        if sc.key in current and tail is not None:
+            tails[sc.key] = (tail[0], unfinished[tail[0]][0]) if tail[0] in unfinished else tail
     layout_changed = bool(groups) and {g.key for g in groups} != current
 
     for t in registry.all():
@@ -134,7 +151,6 @@ def recover(
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    tails = {sc.key: tail for sc in scans if sc.key in current and (tail := sc.tail) is not None}
     return Recovered(registry, tails, layout_changed, last_snapshot, torn)
 
 
@@ -148,19 +164,46 @@ def _group_bytes(fs: Fs, g: WalGroup, starts: dict[str, Position]) -> int:
     return total
 
 
-def _frames(scanner: GroupScanner, progress: Callable[[int], None]) -> Iterator[RawFrame]:
-    last_idx, last_end = scanner.start
-    pending = 0
-    for idx, raw in scanner:
-        if idx != last_idx:
-            last_idx, last_end = idx, 0
-        pending += raw[0] - last_end
-        last_end = raw[0]
-        if pending >= 1 << 20:
-            progress(pending)
-            pending = 0
-        yield raw
-    progress(pending)
+class _Submissions:
+    """A group's frames as replay must see them: whole submissions only. Frames flagged
+    `more` are held until the frame that ends their submission arrives; a submission still
+    open at the end of a file was cut short by a crash mid-write (never acknowledged), so
+    it is dropped and remembered in `unfinished` (file idx → its start offset, frames)."""
+
+    def __init__(self, scanner: GroupScanner, progress: Callable[[int], None]) -> None:
+        self.scanner = scanner
+        self.progress = progress
+        self.unfinished: dict[int, tuple[int, int]] = {}
+
+    def __iter__(self) -> Iterator[RawFrame]:
+        last_idx, last_end = self.scanner.start
+        pending = 0
+        held: list[RawFrame] = []
+        held_start = 0
+        for idx, raw in self.scanner:
+            if idx != last_idx:
+                if held:
+                    self.unfinished[last_idx] = (held_start, len(held))
+                    held = []
+                last_idx, last_end = idx, 0
+            start = last_end
+            pending += raw[0] - last_end
+            last_end = raw[0]
+            if pending >= 1 << 20:
+                self.progress(pending)
+                pending = 0
+            if raw[2] & FLAG_MORE:
+                if not held:
+                    held_start = start
+                held.append(raw)
+                continue
+            if held:
+                yield from held
+                held = []
+            yield raw
+        if held:
+            self.unfinished[last_idx] = (held_start, len(held))
+        self.progress(pending)
 
 
 _APPEND = int(FrameType.APPEND)
@@ -252,7 +295,9 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
             return
         d = DeleteBody.decode(f.data)
         bound = d.bound_head if d.bound_head is not None else t.head + 1
-        t.apply_delete(d.before_seq, d.match, bound, d.seqs)
+        # The live head included any reservation padding of an earlier crash; replay pads
+        # only at the end (step 7), so the clamp uses the reservation seen so far.
+        t.apply_delete(d.before_seq, d.match, bound, d.seqs, ceiling=max(t.head, t.reservation))
     elif ft is FrameType.EVICT_WATERMARK:
         w = EvictWatermarkBody.decode(f.data)
         t.evict_floor = max(t.evict_floor, w.evict_floor)

@@ -305,7 +305,12 @@ class TopicState:
 
     # ---- deletes --------------------------------------------------------------------------
     def apply_delete(
-        self, before_seq: int | None, match: Selector | None, bound: int, seqs: Iterable[int] = ()
+        self,
+        before_seq: int | None,
+        match: Selector | None,
+        bound: int,
+        seqs: Iterable[int] = (),
+        ceiling: int | None = None,
     ) -> list[int]:
         """SEMANTICS §7: delete live records `< min(before_seq, bound)` (tag-filtered when
         `match`), or exactly `seqs`. Returns the killed seqs (sealed ones need flag flips)."""
@@ -320,9 +325,11 @@ class TopicState:
                         self._tag_remove(tag, s)
             self.pop_front()
             return killed
-        # Never above the visible head: a bound logged while writes were in flight may
-        # cover seqs that failed (holes), and a later write must not land under the floor.
-        limit = min(bound if before_seq is None else min(before_seq, bound), self.head + 1)
+        # Never above the visible head (`ceiling`, replay: the head the topic will have once
+        # its reservation is padded): a bound logged while writes were in flight may cover
+        # seqs that failed (holes), and a later write must not land under the floor.
+        top = self.head if ceiling is None else ceiling
+        limit = min(bound if before_seq is None else min(before_seq, bound), top + 1)
         if match is not None:
             for s in self.tag_matches(match, limit):
                 tag = self._slot_tag(s)

@@ -115,12 +115,13 @@ def submit_append(
                 t.reservation = last + HEAD_RESERVATION_STEP
             reservation = t.reservation
             body = HeadWatermarkBody(reservation).encode()
-            frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True))
+            frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True, more=True))
             durable = True
+        # Every frame but the last says `more`: replay applies the write whole or not at all.
         seq = first
         for r in records:
             blob = encode_blob(r.data_json, r.meta_json)
-            frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable))
+            frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable, seq != last))
             seq += 1
         commit = submit(tid, frames, durable)
     # Seqs are assigned for good from here on: the counter never moves down, and if this
