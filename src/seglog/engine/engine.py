@@ -35,6 +35,7 @@ from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
     DeleteResult,
+    Discard,
     DropTopicResult,
     Durability,
     PutTopicResult,
@@ -141,7 +142,10 @@ class Engine:
         self.wal = wal
         if layout_changed:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
-            # absorb the old layout's groups before any write lands in the new one.
+            # absorb the old layout's groups before any write lands in the new one. Twice,
+            # so that both kept snapshots follow the change: falling back to a damaged
+            # newest one must never replay the new layout from an old layout's positions.
+            self.snapshot()
             self.snapshot()
         self.last_snapshot_ms = self.clock.now_ms()
         self.replay_progress = 1.0
@@ -292,10 +296,18 @@ class Engine:
                         # with the change, or a crash would reissue them (SEMANTICS §3.2).
                         mark = HeadWatermarkBody(t.reserved).encode()
                         frames.append((FrameType.HEAD_WATERMARK, mark))
+                    had_segments = t.segments is not None
                     self.log_durable_frames(t.topic_id, frames)
                     self.apply_config(t, config)
                     if len(frames) > 1:
-                        t.reservation = t.reservation_durable = max(t.reservation, t.reserved)
+                        # Only the logged head is known durable, not an earlier in-memory
+                        # reservation whose frame may have failed.
+                        t.reservation = max(t.reservation, t.reserved)
+                        t.reservation_durable = max(t.reservation_durable, t.reserved)
+                    if not had_segments and t.segments is not None:
+                        # Files left by a persistent period before a crash describe seqs
+                        # the ephemeral topic has reissued since: recovery must not reuse them.
+                        t.segments.store.drop_all()
                     self.retain(t, self.clock.now_ms())
                 return PutTopicResult(name, False, config)
             cap = self.options.max_topics
@@ -438,6 +450,12 @@ class Engine:
         recs, size = writes.checked_batch(records, node)
         created = False
         t = self.registry.get(name)
+        if t is not None and t.config.discard is Discard.REJECT and t.config.has_retention:
+            # Admission counts live records: a due eviction must land first, or a full
+            # topic keeps refusing writes that its own retention pass would make room for.
+            if not may_wait:
+                return None
+            self._retained(t)
         if t is None:
             cfg = config if config is not None else TopicConfig()
             if not (create if create is not None else cfg.auto_create):

@@ -25,8 +25,8 @@ def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
     sealed = 0
     while True:
         segs = t.segments
-        if segs is None:
-            return sealed
+        if segs is None or not t.persistent:
+            return sealed  # an ephemeral topic's records never reach segment files
         now = engine.clock.now_ms()
         with t.lock:
             if t.deleted:

@@ -144,7 +144,8 @@ def recover(
         t.reserved = t.head
         t.reservation = t.reservation_durable = t.head
         _reconcile_segments(t)
-    known = set(registry.by_id)
+    # An ephemeral topic holds no records after recovery, so no segment of it is valid.
+    known = {tid for tid, t in registry.by_id.items() if t.persistent}
     for root in (datadir.topics_dir, datadir.cold_topics_dir):
         if root is None:
             continue

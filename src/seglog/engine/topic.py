@@ -120,6 +120,7 @@ class TopicState:
     pending_cut: Any = None  # the EvictWatermark op in flight, if any (engine-owned)
     dedupe: OrderedDict[str, DedupeEntry] = field(default_factory=OrderedDict)
     last_write_ts: int | None = None
+    last_reserved_ts: int = 0  # ts of the newest write reserved (published or not)
     last_read_ts: int | None = None
     last_consumed_ms: int | None = None
     deleted: bool = False

@@ -97,7 +97,10 @@ def submit_append(
     submission is refused."""
     first = t.reserved + 1
     last = first + len(records) - 1
-    ts = max(now, t.last_write_ts or 0, t.pending[-1].ts if t.pending else 0)
+    # ts never goes down in seq order (TTL cuts bisect on it): pending deletes and
+    # evictions carry no ts, so the last reserved write's is kept on the topic.
+    ts = max(now, t.last_write_ts or 0, t.last_reserved_ts)
+    t.last_reserved_ts = ts
     cls = t.config.durability
     reservation = 0
     if cls is Durability.EPHEMERAL:
