@@ -193,3 +193,27 @@ def test_stale_ephemeral_segment_served_after_class_change():
             assert got.get(s) == RecordIn.of({"v": f"new{i}"}).data_json, f"seq {s}: {got.get(s)!r}"
     finally:
         abandon(e, fs)
+
+
+# ---- found by the slow model profile --------------------------------------------------
+
+
+@pytest.mark.parametrize("was", [Durability.MEMORY, Durability.FSYNC])
+def test_an_ephemeral_topic_keeps_no_replayed_records_after_a_crash(was: Durability) -> None:
+    """Records written while a topic was persistent are replayed from the WAL; if the topic
+    is ephemeral by the end of replay it keeps none of them (SEMANTICS §2.2) — a delete on
+    the ephemeral topic logged nothing, so keeping them would resurrect deleted records."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    e.put_topic("b", TopicConfig(durability=was))
+    e.write("b", [RecordIn.of({"v": 1}, tag="x")])
+    e.put_topic("b", TopicConfig(durability=Durability.EPHEMERAL))
+    assert e.delete_records("b", before_seq=2).deleted == 1
+    fs = crash(e, fs)
+    e = open_engine(fs)
+    try:
+        assert read_all(e, "b") == {}
+        assert e.get_topic("b").count == 0
+        assert e.write("b", [RecordIn.of({"v": 2})]).first_seq == 2  # the seq is not reissued
+    finally:
+        abandon(e, fs)

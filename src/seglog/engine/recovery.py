@@ -138,6 +138,10 @@ def recover(
             # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
             # a class change to a persistent class, may have acked seqs up to there.
             t.append_holes(t.reservation, rp.now)
+        if not t.persistent:
+            # An ephemeral topic keeps no records across a crash (SEMANTICS §2.2), also none
+            # replayed from a persistent period before its class changed: only its head.
+            t.delete_floor = max(t.delete_floor, t.head)
         # Replay leaves dead runs at the front (holes, deletes, capped records): pop them so
         # earliest_seq is where the live records start, never below what it was before.
         t.pop_front()
