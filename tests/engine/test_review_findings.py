@@ -217,3 +217,42 @@ def test_an_ephemeral_topic_keeps_no_replayed_records_after_a_crash(was: Durabil
         assert e.write("b", [RecordIn.of({"v": 2})]).first_seq == 2  # the seq is not reissued
     finally:
         abandon(e, fs)
+
+
+# ---- missing WAL files ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", ["middle", "start"])
+def test_a_missing_wal_file_refuses_the_start(missing: str) -> None:
+    """A WAL file that replay needs is gone (a bad copy, an operator's cleanup): recovery
+    must refuse, naming the group, rather than replay around the gap and drop the acked
+    records it held (or hand their seqs out again). Nothing on disk changes."""
+    from seglog.storage.wal_files import discover_groups
+    from seglog.storage.walscan import WalFilesMissingError
+
+    fs = FaultFs()
+    e = open_engine(fs, 1, wal_file_size=2048)
+    e.put_topic("t", FSYNC)
+    for i in range(6):
+        e.write("t", [RecordIn.of({"i": i, "pad": "p" * 300})])
+    start_idx = 0
+    if missing == "start":
+        e.snapshot()  # replay will start in the file its checkpoint mark went to
+        assert e.last_snapshot is not None
+        start_idx = e.last_snapshot.positions[""][0]
+    for i in range(6, 12):
+        e.write("t", [RecordIn.of({"i": i, "pad": "p" * 300})])
+    fs = crash(e, fs)
+    (group,) = discover_groups(fs, ROOT / "wal")
+    assert len(group.files) >= 3, "the test needs rotated WAL files"
+    files = dict(group.files)
+    if missing == "middle":
+        victim = group.files[1][1]
+    else:
+        assert max(files) > start_idx, "the test needs a file after the start file"
+        victim = files[start_idx]
+    fs.unlink(victim)
+    before = {n: fs.read_file(ROOT / "wal" / n) for n in fs.listdir(ROOT / "wal")}
+    with pytest.raises(WalFilesMissingError, match="replay needs"):
+        open_engine(fs, 1, wal_file_size=2048)
+    assert {n: fs.read_file(ROOT / "wal" / n) for n in fs.listdir(ROOT / "wal")} == before

@@ -33,7 +33,14 @@ from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
 from seglog.storage.snapshot import SnapshotMark, load_latest_snapshot
 from seglog.storage.wal_files import WalGroup, discover_groups, group_key, replay_order
-from seglog.storage.walscan import GroupScan, GroupScanner, check_groups, seal_at, seal_torn_tails
+from seglog.storage.walscan import (
+    GroupScan,
+    GroupScanner,
+    check_files_present,
+    check_groups,
+    seal_at,
+    seal_torn_tails,
+)
 
 log = logging.getLogger("seglog.recovery")
 
@@ -103,6 +110,8 @@ def recover(
     # is followed by a snapshot before any write (below), so groups replay independently,
     # the old layout's first.
     scans: list[tuple[GroupScan, dict[int, tuple[int, int]]]] = []
+    for g in ordered:
+        check_files_present(g, starts.get(g.key, (1, 0)), g.key in starts)
     for g in ordered:
         scanner = GroupScanner(fs, g, starts.get(g.key, (1, 0)))
         whole = _Submissions(scanner, progress)

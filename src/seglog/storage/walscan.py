@@ -38,7 +38,7 @@ from seglog.core.frame_scanner import Buffer, RawFrame, RawScanner
 from seglog.core.frames import MIN_FRAME_LEN, FrameType
 from seglog.storage.datadir import make_dirs_durably
 from seglog.storage.fs import Fs, mapped_file, write_file_durably
-from seglog.storage.wal_files import WalGroup
+from seglog.storage.wal_files import WalGroup, wal_file_name
 
 Position = tuple[int, int]  # (file idx, byte offset)
 _Int = TypeVar("_Int", np.uint16, np.uint32)
@@ -81,6 +81,30 @@ class WalCorruptionError(Exception):
             "under wal/quarantine/ and truncates it at that offset (losing those frames)."
         )
         self.corruption = corruption
+
+
+class WalFilesMissingError(Exception):
+    """A WAL group lacks a file that replay needs (the snapshot's start file, or one inside
+    the numbered sequence): recovery must refuse to start and change nothing on disk."""
+
+
+def check_files_present(group: WalGroup, start: Position, listed: bool) -> None:
+    """Raise `WalFilesMissingError` unless the group's files from `start` on are all there:
+    the start file itself (the checkpoint mark that `start` follows was written into it),
+    then consecutive numbers. `listed`: whether a snapshot recorded `start` (else replay
+    starts at file 1, which must then exist if any file does)."""
+    start_idx = start[0]
+    later = [idx for idx, _ in group.files if idx >= start_idx]
+    if not group.files or not (later or listed):
+        return
+    if later != list(range(start_idx, start_idx + len(later))) or not later:
+        have = ", ".join(wal_file_name(i) for i in later) or "none"
+        raise WalFilesMissingError(
+            f"WAL group {group.dir}: replay needs {wal_file_name(start_idx)} and the files "
+            f"numbered after it without gaps, but it holds {have}: acknowledged records may "
+            "be in the missing files. Nothing was changed on disk; restore the files, or "
+            "inspect with `seglog verify DATA_DIR`."
+        )
 
 
 @dataclass(frozen=True, slots=True)
