@@ -53,15 +53,8 @@ def open_engine(
 
 
 def snapshot(e: Engine) -> int:
-    """Take a snapshot now (STORAGE §5.3): `Engine.snapshot()` where the engine has it,
-    else `seglog.engine.snapshots.take_snapshot(engine)`."""
-    method = getattr(e, "snapshot", None)
-    if callable(method):
-        return int(method())
-    from seglog.engine import snapshots
-
-    take: Callable[[Engine], int] = getattr(snapshots, "take_snapshot")  # noqa: B009
-    return int(take(e))
+    """Take a snapshot now (STORAGE §5.3)."""
+    return e.snapshot()
 
 
 def image(fs: FaultFs, kind: ImageKind) -> FaultFs:
