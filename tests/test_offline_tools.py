@@ -307,3 +307,18 @@ def test_repair_refuses_while_the_lock_is_held(built: Built) -> None:
     finally:
         dd.close()
     assert tree(built.root) == before
+
+
+def test_verify_reports_a_missing_wal_file(tmp_path: Path) -> None:
+    """The server refuses to start when a WAL file replay needs is gone; verify says so too
+    (exit 1), in text and JSON."""
+    b = build(tmp_path / "data", snapshots=0, file_size=1 << 10)
+    files = sorted((b.root / "wal").glob("wal-*.log"))
+    assert len(files) >= 3
+    files[1].unlink()
+    r = run("verify", str(b.root))
+    assert r.exit_code == 1
+    assert "MISSING FILES" in r.stdout and files[1].name in r.stdout
+    r = run("verify", str(b.root), "--json")
+    assert r.exit_code == 1
+    assert "replay needs" in json.loads(r.stdout)["wal"][0]["missing_files"]

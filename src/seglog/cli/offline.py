@@ -103,6 +103,7 @@ def _report_json(r: Report, holder: str | None) -> dict[str, Any]:
                 "absorbed_damage": [
                     {"path": _rel(p, root), "offset": o} for p, o in g.absorbed_damage
                 ],
+                "missing_files": g.missing_files,
             }
             for g in r.groups
         ],
@@ -147,6 +148,8 @@ def _print_report(r: Report, holder: str | None) -> None:
         if (c := sc.corruption) is not None:
             echo(f"    CORRUPTION in {_rel(c.path, root)} at offset {c.offset}: "
                  f"{c.valid_frames_after} valid frame(s) after it")  # fmt: skip
+        if g.missing_files is not None:
+            echo(f"    MISSING FILES: {g.missing_files}")
         for p, o in g.absorbed_damage:
             echo(f"    warning: invalid bytes in {_rel(p, root)} at offset {o}, before the "
                  "recovery start (needed only if the newest snapshot is lost)")  # fmt: skip

@@ -58,7 +58,9 @@ from seglog.storage.walscan import (
     GroupScan,
     GroupScanner,
     Position,
+    WalFilesMissingError,
     WalRepair,
+    check_files_present,
     execute_repair,
     plan_repair,
     scan_group,
@@ -97,6 +99,7 @@ class GroupCheck:
     group: WalGroup
     scan: GroupScan  # from the recovery start: what decides
     absorbed_damage: list[tuple[Path, int]]  # invalid bytes before the recovery start
+    missing_files: str | None = None  # why recovery would refuse: a file replay needs is gone
 
 
 @dataclass(slots=True)
@@ -133,6 +136,7 @@ class Report:
     def corrupt(self) -> bool:
         return bool(
             self.wal_corruption
+            or any(g.missing_files for g in self.groups)
             or any(s.problem for s in self.segments)
             or any(s.problem for s in self.snapshots)
         )
@@ -237,7 +241,12 @@ def _check_group(
             for f in scan_group(fs, prefix).files:
                 if f.garbage and (f.idx < start_idx or f.end < start_off):
                     absorbed.append((f.path, f.end))
-    return GroupCheck(group, scanner.result, absorbed)
+    try:
+        check_files_present(group, start, start != (1, 0))
+        missing = None
+    except WalFilesMissingError as e:
+        missing = str(e)
+    return GroupCheck(group, scanner.result, absorbed, missing)
 
 
 # ---- segments --------------------------------------------------------------------------

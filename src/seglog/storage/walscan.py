@@ -97,13 +97,17 @@ def check_files_present(group: WalGroup, start: Position, listed: bool) -> None:
     later = [idx for idx, _ in group.files if idx >= start_idx]
     if not group.files or not (later or listed):
         return
-    if later != list(range(start_idx, start_idx + len(later))) or not later:
+    present = set(later)
+    gone = next(
+        (i for i in range(start_idx, max(later, default=start_idx) + 1) if i not in present), None
+    )
+    if gone is not None:
         have = ", ".join(wal_file_name(i) for i in later) or "none"
         raise WalFilesMissingError(
-            f"WAL group {group.dir}: replay needs {wal_file_name(start_idx)} and the files "
-            f"numbered after it without gaps, but it holds {have}: acknowledged records may "
-            "be in the missing files. Nothing was changed on disk; restore the files, or "
-            "inspect with `seglog verify DATA_DIR`."
+            f"WAL group {group.dir}: {wal_file_name(gone)} is missing; replay needs "
+            f"{wal_file_name(start_idx)} and every file numbered after it (the group holds "
+            f"{have}), so acknowledged records may be lost. Nothing was changed on disk; "
+            "restore the file, or inspect with `seglog verify DATA_DIR`."
         )
 
 
