@@ -18,10 +18,10 @@ from seglog.storage.wal_files import (
     discover_groups,
     read_group,
     replay_order,
-    truncate_tails,
     wal_file_name,
 )
 from seglog.storage.wal_metrics import FSYNC_BUCKETS_US
+from tests.support.wal_tails import truncate_tails
 
 FS = RealFs()
 

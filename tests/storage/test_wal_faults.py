@@ -15,8 +15,9 @@ import pytest
 from seglog.core.frames import encode_append, encode_frame
 from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import Commit, WalError, WalReadOnly
-from seglog.storage.wal_files import discover_groups, read_group, replay_order, truncate_tails
+from seglog.storage.wal_files import discover_groups, read_group, replay_order
 from tests.support.faultfs import Crash, FaultFs
+from tests.support.wal_tails import truncate_tails
 
 ROOT = Path("/data")
 WAL = ROOT / "wal"

@@ -4,11 +4,11 @@ A *group* is one WAL directory: `wal/` itself (one shard) or `wal/shard-NN/`, ho
 `wal-<16-digit idx>.log` files numbered from 1; a `Position` is `(file idx, byte offset)`
 in a group. A file's logical end is its first invalid frame (`seglog.core.frame_scanner`).
 
-Reading (`discover_groups`, `read_group`, `file_valid_end`) never writes; `seal_tail` and
-`truncate_tails` rewrite a file's tail durably, and only when called. They trust the first
-invalid frame to be the end: recovery classifies tails first (`walscan`: torn tail or
-corruption) and seals only torn ones; `truncate_tails` serves WAL-level tests and a writer
-opened without a known tail. All file access goes through the `Fs` seam.
+Reading (`discover_groups`, `read_group`, `file_valid_end`) never writes; `seal_tail`
+rewrites a file's tail durably, and only when called. It trusts the first invalid frame to
+be the end: recovery classifies tails first (`walscan`: torn tail or corruption) and seals
+only torn ones; `seal_tail` serves a writer opened without a known tail. All file access
+goes through the `Fs` seam.
 """
 
 from __future__ import annotations
@@ -139,22 +139,3 @@ def seal_tail(fs: Fs, idx: int, path: Path, file_size: int, end: int | None) -> 
     finally:
         f.close()
     return idx, end
-
-
-def truncate_tails(
-    fs: Fs,
-    groups: list[WalGroup],
-    file_size: int = FILE_SIZE,
-    known_ends: dict[str, Position] | None = None,
-) -> dict[str, Position]:
-    """§6 step 6: seal each group's newest file at its valid length (see `seal_tail`) and
-    fsync it; returns `{key: (idx, valid end)}` to pass to `Wal.open`. `known_ends` (the
-    `{key: (idx, end)}` replay has found) spares scanning files replay has just scanned."""
-    tails: dict[str, Position] = {}
-    known = known_ends or {}
-    for g in groups:
-        if g.files:
-            idx, path = g.files[-1]
-            k = known.get(g.key)
-            tails[g.key] = seal_tail(fs, idx, path, file_size, k[1] if k and k[0] == idx else None)
-    return tails
