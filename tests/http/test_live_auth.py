@@ -315,7 +315,7 @@ def test_other_method_under_topic_needs_write_scope(c: httpx.Client) -> None:
 
 def test_watch_stream_get_is_exempt_from_authentication(c: httpx.Client) -> None:
     """API §1.2/§7.2: `GET /v0/watch/:wid` is not authenticated up front; an unknown wid
-    is `404 not_found` (watch is not implemented in this build, so every wid is unknown)."""
+    is `404 not_found` (no key needed to learn that)."""
     error_of(c.get("/v0/watch/wid_AAAAAAAAAAAAAAAAAAAAAA"), 404, "not_found")
 
 

@@ -43,9 +43,7 @@ Names = Callable[[str], str]
         ("POST", "/v0/topics/x/y/z"),
         ("GET", "/v0/routers"),
         ("PUT", "/v0/routers/a->b"),
-        ("POST", "/v0/watch"),
-        ("GET", "/v0/watch/wid_abc"),
-        ("GET", "/v0/ws"),
+        ("GET", "/v0/watch/wid_abc"),  # an unknown session
         ("POST", "/v0/topics/q/claim"),
         ("GET", "/v0/topics/q/work"),
         ("GET", "/V0/health"),

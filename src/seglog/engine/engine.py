@@ -194,7 +194,8 @@ class Engine:
         return self.registry.by_id
 
     def add_listener(self, fn: AppendListener) -> None:
-        """`fn(topic, head_seq)` runs after records are published; it must not block."""
+        """`fn(topic, head_seq)` runs after records are published, and with head 0 after
+        the topic was dropped; it must not block."""
         self.publisher.add_listener(fn)
 
     def remove_listener(self, fn: AppendListener) -> None:
@@ -358,6 +359,7 @@ class Engine:
                 segs = t.segments
         if segs is not None:
             segs.store.drop_all()
+        self.publisher.notify(name, 0)  # live readers learn of the deletion at once
         return DropTopicResult(name, True, [])
 
     # ---- state ----------------------------------------------------------------------
@@ -620,6 +622,18 @@ class Engine:
 
     def head_of(self, name: str) -> int:
         return self._topic(name).head
+
+    def read_version(self, name: str) -> tuple[int, int, int, int] | None:
+        """What a read of `name` sees, as a key for sharing one read among many readers at
+        the same cursor (live delivery): topic id, head, live count and earliest seq. A
+        publish moves the head, a delete the count, an eviction the earliest seq, so equal
+        keys mean equal reads — except under a TTL, where time alone hides records: None.
+        A read made after taking the key is at least as new as the key."""
+        t = self.registry.get(name)
+        if t is None or t.config.ttl_ms:
+            return None
+        with t.lock:
+            return (t.topic_id, t.head, t.count, t.earliest())
 
     def total_bytes(self) -> int:
         return sum(t.bytes for t in list(self.topics.values()))

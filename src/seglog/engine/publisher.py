@@ -36,7 +36,8 @@ class Publisher:
         self._listeners: list[AppendListener] = []
 
     def add_listener(self, fn: AppendListener) -> None:
-        """`fn(topic, head_seq)` runs after records are published; it must not block."""
+        """`fn(topic, head_seq)` runs after records are published, and with head 0 after
+        the topic was dropped; it must not block."""
         self._listeners.append(fn)
 
     def remove_listener(self, fn: AppendListener) -> None:

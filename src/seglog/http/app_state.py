@@ -17,6 +17,9 @@ from seglog.engine.aio import AppendWaiters
 from seglog.engine.engine import Engine
 from seglog.http.async_engine import AsyncEngine
 from seglog.http.auth import KeyRing
+from seglog.http.stream_slots import StreamSlots
+from seglog.http.topic_feed import TopicFeed
+from seglog.http.watch_sessions import WatchSessions
 
 
 @dataclass
@@ -30,19 +33,40 @@ class ServerState:
     recovery_done: asyncio.Event = field(default_factory=asyncio.Event)
     waiters: AppendWaiters | None = None
     shutting_down: bool = False
+    stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set with shutting_down
     inflight: dict[str, int] = field(default_factory=dict)
     started_monotonic: float = 0.0
 
     def __post_init__(self) -> None:
         self.db = AsyncEngine(self.engine)  # how handlers reach the engine
+        s = self.settings
+        self.watch = WatchSessions(self.engine.clock, s.max_watch_sessions)
+        self.slots = StreamSlots(s.max_sse_connections, s.max_sse_connections_per_key)
+        self.feed = TopicFeed(self.db)
+
+    async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
+        """Wait for an append to (or the deletion of) any of `topics`, or shutdown."""
+        if self.shutting_down:
+            return False
+        self.start(asyncio.get_running_loop())  # a stream may open before `serve` calls it
+        assert self.waiters is not None
+        return await self.waiters.wait(topics, timeout_s)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.waiters = AppendWaiters(self.engine, loop)
+        if self.waiters is None:
+            self.waiters = AppendWaiters(self.engine, loop)
 
-    async def begin_shutdown(self) -> None:
+    async def begin_shutdown(self, grace_s: float = 2.0) -> None:
+        """Tell open streams and sockets to say goodbye (`server_shutting_down`), and give
+        them up to `grace_s` to do it before the HTTP server cuts connections."""
         self.shutting_down = True
+        self.stopping.set()
         if self.waiters is not None:
             self.waiters.wake_all()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
+        while self.slots.total and loop.time() < deadline:
+            await asyncio.sleep(0.01)
 
 
 def server_state(request: Request) -> ServerState:

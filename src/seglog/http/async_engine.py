@@ -59,6 +59,9 @@ class AsyncEngine:
     def head_of(self, name: str) -> int:
         return self.engine.head_of(name)
 
+    def read_version(self, name: str) -> tuple[int, int, int, int] | None:
+        return self.engine.read_version(name)
+
     # ---- control plane and state: threads (durable frames, retention waits) ------------
     async def get_topic(self, name: str, touch: bool) -> TopicInfo:
         return await blocking(self.engine.get_topic, name, touch)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import orjson
 from starlette.requests import Request
@@ -43,7 +44,12 @@ async def ready(request: Request) -> Response:
 
 async def metrics(request: Request) -> Response:
     require(request, (Scope.READ,))
-    snap = collect(await server_state(request).db.stats(), uptime_ms())
+    st = server_state(request)
+    snap = replace(
+        collect(await st.db.stats(), uptime_ms()),
+        sse_connections=st.slots.total,
+        watch_sessions=len(st.watch),
+    )
     if "application/json" in request.headers.get("accept", ""):
         return json_response(render_json(snap))
     return Response(render_prometheus(snap), media_type="text/plain; version=0.0.4")

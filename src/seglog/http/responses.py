@@ -65,20 +65,24 @@ def record_object(
     return d
 
 
-def _records_json(records: list[Record], include_tags: bool, include_meta: bool) -> bytes:
-    """The `records` array. A record with no node, tag or meta to show is formatted
-    directly (the same bytes orjson gives for its `record_object`, ~30 % cheaper)."""
+def records_array(
+    records: list[Record], include_tags: bool, include_meta: bool, include_data: bool = True
+) -> bytes:
+    """The `records` array of a diff, an SSE `record` frame or a WebSocket `record`
+    message. A record with no node, tag or meta to show is formatted directly (the same
+    bytes orjson gives for its `record_object`, ~30 % cheaper)."""
     parts: list[bytes] = []
     add = parts.append
     for r in records:
         if (
-            r.node is None
+            include_data
+            and r.node is None
             and (r.tag is None or not include_tags)
             and (r.meta_json is None or not include_meta)
         ):
             add(b'{"$seq":%d,"$ts":%d,"data":%b}' % (r.seq, r.ts, r.data_json))
         else:
-            add(orjson.dumps(record_object(r, include_tags, include_meta)))
+            add(orjson.dumps(record_object(r, include_tags, include_meta, include_data)))
     return b"[" + b",".join(parts) + b"]"
 
 
@@ -90,7 +94,7 @@ def encode_read_result(
         perf["cold_segments_read"] = res.cold_segments_read
     body = {
         "topic": res.topic,
-        "records": orjson.Fragment(_records_json(res.records, include_tags, include_meta)),
+        "records": orjson.Fragment(records_array(res.records, include_tags, include_meta)),
         "next_from_seq": res.next_from_seq,
         "head_seq": res.head_seq,
         "earliest_seq": res.earliest_seq,

@@ -1,0 +1,171 @@
+"""The stream loop of one open `GET /v0/watch/:wid` (API §7.3, §7.4; SEMANTICS §9).
+
+Each pass reads one batch per live topic from the session's cursors and sends its frames
+(tombstone, record, caught-up, topic-deleted), updating the cursor before each frame's id
+is computed. Topics with backlog are read again at once, one batch per topic per pass so
+that no topic starves the others; when every topic is caught up the loop sleeps until an
+append to (or the deletion of) a watched topic, the server's shutdown, or the heartbeat.
+
+The loop only pulls: it reads from the log at its own pace and blocks in `send` when the
+client does not read (granian's body channel holds 4 chunks), so a slow consumer delays
+nothing but its own stream and later catches up from the log — with a tombstone if its
+position was evicted meanwhile.
+
+Owner: the event loop. The session's cursors are shared by every stream of the session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
+
+from seglog.clock import Clock
+from seglog.core.sse import (
+    encode_cursor_map,
+    frame,
+    heartbeat,
+    record_data,
+    retry_frame,
+)
+from seglog.errors import ErrorCode, SeglogError
+from seglog.http.topic_feed import FeedBatch, TopicFeed
+from seglog.http.watch_sessions import WatchSession
+
+SendBytes = Callable[[bytes], Awaitable[None]]
+WaitForAppend = Callable[[list[str], float], Awaitable[bool]]
+FIRST_READ_REASON = "from_seq_too_old"
+SHUTDOWN_ERROR = orjson.dumps(
+    {"code": "server_shutting_down", "message": "server is shutting down; reconnect"}
+)
+
+
+@dataclass(slots=True)
+class _TopicState:
+    first_read: bool = True  # the first read after the stream opened reports from_seq_too_old
+    tailing: bool = False  # caught-up was sent and nothing new was sent since
+
+
+class WatchStream:
+    def __init__(
+        self,
+        session: WatchSession,
+        feed: TopicFeed,
+        wait_for_append: WaitForAppend,
+        head_of: Callable[[str], int],
+        clock: Clock,
+        shutting_down: Callable[[], bool],
+    ) -> None:
+        self.session = session
+        self._feed = feed
+        self._wait = wait_for_append
+        self._head_of = head_of
+        self._clock = clock
+        self._shutting_down = shutting_down
+        self._topics = {t: _TopicState() for t in session.cursors}
+        self._live = list(session.cursors)
+        self._heads: dict[str, int] = {}  # head seen by the last read of each topic
+        self._last_sent = clock.monotonic()
+
+    def _id(self) -> str:
+        return encode_cursor_map(self.session.cursors)
+
+    async def _send(self, send: SendBytes, data: bytes) -> None:
+        await send(data)
+        self._last_sent = self._clock.monotonic()
+
+    async def run(self, send: SendBytes) -> None:
+        """Stream until every watched topic is deleted or the server shuts down; the caller
+        cancels the task when the client goes away."""
+        await self._send(send, retry_frame())
+        while self._live:
+            if self._shutting_down():
+                await self._send(send, frame("error", SHUTDOWN_ERROR, self._id()))
+                return
+            backlog = False
+            for topic in list(self._live):
+                out = await self._pass(topic)
+                if out:
+                    await self._send(send, out)
+                backlog |= self._topics[topic].tailing is False and topic in self._live
+            if backlog or not self._live:
+                continue
+            await self._idle(send)
+
+    async def _pass(self, topic: str) -> bytes:
+        """One read of `topic`: the frames it produces, cursor updated before each id."""
+        cursors = self.session.cursors
+        st = self._topics[topic]
+        try:
+            batch = await self._feed.read(topic, cursors[topic], self.session.options)
+        except SeglogError as e:
+            if e.code is not ErrorCode.TOPIC_NOT_FOUND:
+                raise
+            self._live.remove(topic)
+            data = b'{"topic":%b,"head_seq":0,"reason":"deleted"}' % orjson.dumps(topic)
+            return frame("topic-deleted", data, self._id())
+        self._heads[topic] = batch.head_seq
+        out: list[bytes] = []
+        if batch.tombstone is not None:
+            cursors[topic] = batch.start
+            out.append(frame("tombstone", _tombstone_data(batch, st.first_read), self._id()))
+            st.tailing = False
+        st.first_read = False
+        moved = batch.next_cursor != cursors[topic]
+        cursors[topic] = batch.next_cursor
+        if batch.count:
+            data = record_data(
+                batch.topic_json,
+                batch.start,
+                batch.head_seq,
+                batch.records_json,
+                batch.next_cursor,
+            )
+            out.append(frame("record", data, self._id()))
+            st.tailing = False
+        elif moved:
+            st.tailing = st.tailing and batch.caught_up  # skipped records only
+        if batch.caught_up and not st.tailing:
+            data = b'{"topic":%b,"head_seq":%d}' % (batch.topic_json, batch.head_seq)
+            out.append(frame("caught-up", data, self._id()))
+            st.tailing = True
+        return b"".join(out)
+
+    def _changed(self) -> bool:
+        """Whether a watched topic moved since its last read (or vanished)."""
+        for topic in self._live:
+            try:
+                if self._head_of(topic) != self._heads.get(topic):
+                    return True
+            except SeglogError:
+                return True
+        return False
+
+    async def _idle(self, send: SendBytes) -> None:
+        """Sleep until an append, a deletion, shutdown or the heartbeat is due."""
+        hb_s = self.session.heartbeat_ms / 1000.0
+        due = self._last_sent + hb_s - self._clock.monotonic()
+        if due <= 0:
+            await self._send(send, heartbeat(self._clock.now_ms()))
+            return
+        # No await between this check and the waiter's registration: a publish after
+        # the check wakes the waiter, one before it is seen here.
+        if self._changed() or self._shutting_down():
+            return
+        await self._wait(list(self._live), due)
+
+
+def _tombstone_data(batch: FeedBatch, first_read: bool) -> bytes:
+    t = batch.tombstone
+    assert t is not None
+    return orjson.dumps(
+        {
+            "topic": batch.topic,
+            "reason": FIRST_READ_REASON if first_read else t.reason.value,
+            "gap_from": t.gap_from,
+            "gap_to": t.gap_to,
+            "earliest_seq": t.earliest_seq,
+            "head_seq": t.head_seq,
+        }
+    )

@@ -1,0 +1,252 @@
+"""One WebSocket data-plane connection (API §8; SEMANTICS §9): commands in, acks and
+deliveries out, through one small outbound queue.
+
+Three tasks per socket: the reader runs commands in arrival order (a publish is awaited
+before the next command, so acks come back in order); the delivery loop reads each
+subscription from its cursor through the shared `TopicFeed` (the same walk, tombstones
+and skips as diff and SSE) and sleeps when everything is caught up until an append to a
+subscribed topic, a (un)subscribe, or 30 s; the writer drains the outbound queue to the
+socket. The queue holds 4 messages: when the client stops reading, the writer blocks in
+the socket send, the queue fills, and delivery (and acks) block with it — nothing is
+buffered without bound, and only this socket waits.
+
+Owner: the event loop. Subscriptions belong to this socket and are touched only by its
+reader (replace/remove) and its delivery loop (cursors), never concurrently in one tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from starlette.websockets import WebSocket
+
+from seglog.errors import ErrorCode, SeglogError
+from seglog.http.app_state import ServerState
+from seglog.http.auth import Principal, Scope
+from seglog.http.topic_feed import FeedBatch
+from seglog.http.watch_request import DeliveryOptions
+from seglog.http.ws_commands import error_message, parse_subscribe, parse_unsubscribe
+from seglog.http.ws_publish import publish
+
+OUTBOUND_QUEUE = 4
+IDLE_WAKE_S = 30.0
+SHUTDOWN = orjson.dumps(
+    {"op": "error", "code": "server_shutting_down", "message": "server is shutting down"}
+)
+
+
+@dataclass(slots=True)
+class _Sub:
+    cursor: int
+    options: DeliveryOptions
+    tailing: bool = False
+    head_seen: int = -1
+
+
+class WsSession:
+    def __init__(self, ws: WebSocket, st: ServerState, who: Principal) -> None:
+        self._ws = ws
+        self._st = st
+        self._who = who
+        self._out: asyncio.Queue[bytes] = asyncio.Queue(OUTBOUND_QUEUE)
+        self._subs: dict[str, _Sub] = {}
+        self._kick = asyncio.Event()
+
+    async def run(self) -> None:
+        tasks = [
+            asyncio.ensure_future(self._read_loop()),
+            asyncio.ensure_future(self._write_loop()),
+            asyncio.ensure_future(self._deliver_loop()),
+            asyncio.ensure_future(self._st.stopping.wait()),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks[3] in done:  # shutdown: say so, then close
+            await self._ws.send_text(SHUTDOWN.decode())
+            await self._ws.close(1001)
+            return
+        for t in done:
+            if not t.cancelled() and t.exception() is not None:
+                raise t.exception()  # type: ignore[misc]
+
+    # ---- writer ------------------------------------------------------------------------
+    async def _put(self, message: bytes) -> None:
+        await self._out.put(message)
+
+    async def _write_loop(self) -> None:
+        while True:
+            message = await self._out.get()
+            await self._ws.send_text(message.decode())
+
+    # ---- reader ------------------------------------------------------------------------
+    async def _read_loop(self) -> None:
+        while True:
+            msg = await self._ws.receive()
+            if msg["type"] == "websocket.disconnect":
+                return
+            text = msg.get("text")
+            if text is None:
+                message = "binary messages are not supported; send JSON text"
+                await self._put(_coded_error(None, "unsupported_message", message, False))
+                continue
+            try:
+                cmd = orjson.loads(text)
+            except orjson.JSONDecodeError as e:
+                await self._put(_coded_error(None, "invalid_json", f"unparseable command: {e}"))
+                continue
+            rid = cmd.get("request_id") if isinstance(cmd, dict) else None
+            try:
+                if not isinstance(cmd, dict):
+                    raise SeglogError(ErrorCode.INVALID_REQUEST, "a command is a JSON object")
+                await self._put(await self._command(cmd, rid))
+            except SeglogError as e:
+                await self._put(error_message(rid, e))
+
+    async def _command(self, cmd: dict[str, Any], rid: Any) -> bytes:
+        op = cmd.get("op")
+        if op == "ping":
+            return orjson.dumps({"op": "pong", "request_id": rid})
+        if op == "subscribe":
+            return await self._subscribe(cmd, rid)
+        if op == "unsubscribe":
+            names = parse_unsubscribe(cmd)
+            for name in names:
+                self._subs.pop(name, None)
+            self._kick.set()
+            return orjson.dumps({"op": "unsubscribed", "request_id": rid, "topics": names})
+        if op == "publish":
+            return await self._publish(cmd, rid)
+        raise SeglogError(ErrorCode.INVALID_REQUEST, f"unknown op {op!r}")
+
+    async def _subscribe(self, cmd: dict[str, Any], rid: Any) -> bytes:
+        sub = parse_subscribe(cmd)
+        if not self._who.has(Scope.READ):
+            raise SeglogError(ErrorCode.FORBIDDEN, "api key lacks read scope")
+        for name in sub.topics:
+            if not self._who.allows(name):
+                raise SeglogError(
+                    ErrorCode.FORBIDDEN, f"api key may not access {name!r}", {"topic": name}
+                )
+        described: dict[str, dict[str, int]] = {}
+        starts: dict[str, int] = {}
+        for name, start in sub.topics.items():
+            try:
+                info = await self._st.db.get_topic(name, touch=False)
+            except SeglogError as e:
+                if e.code is ErrorCode.TOPIC_NOT_FOUND and sub.lenient:
+                    continue
+                raise
+            cursor = info.head_seq if start.tail else start.from_seq
+            starts[name] = cursor
+            described[name] = {
+                "from_seq": cursor,
+                "head_seq": info.head_seq,
+                "earliest_seq": info.earliest_seq,
+            }
+        for name, cursor in starts.items():
+            self._subs[name] = _Sub(cursor, sub.options)  # replaces an older subscription
+        self._kick.set()
+        return orjson.dumps({"op": "subscribed", "request_id": rid, "topics": described})
+
+    async def _publish(self, cmd: dict[str, Any], rid: Any) -> bytes:
+        name = cmd.get("topic")
+        if not isinstance(name, str):
+            raise SeglogError(ErrorCode.INVALID_REQUEST, "publish needs a topic")
+        return await publish(self._st, self._who, name, cmd, rid)
+
+    # ---- delivery ----------------------------------------------------------------------
+    async def _deliver_loop(self) -> None:
+        while True:
+            self._kick.clear()  # a (un)subscribe during the pass below leaves it set
+            backlog = False
+            for name in list(self._subs):
+                backlog |= await self._deliver(name)
+            if backlog or self._changed():
+                continue
+            await self._idle()
+
+    async def _deliver(self, name: str) -> bool:
+        """One read for one subscription; True if it has more to read at once."""
+        sub = self._subs.get(name)
+        if sub is None:
+            return False
+        try:
+            batch = await self._st.feed.read(name, sub.cursor, sub.options)
+        except SeglogError as e:
+            if e.code is not ErrorCode.TOPIC_NOT_FOUND:
+                raise
+            if self._subs.get(name) is sub:
+                del self._subs[name]
+                await self._put(
+                    b'{"op":"topic_deleted","topic":%b,"head_seq":0,"reason":"deleted"}'
+                    % orjson.dumps(name)
+                )
+            return False
+        if self._subs.get(name) is not sub:
+            return False  # replaced or removed while reading
+        sub.head_seen = batch.head_seq
+        for message in _messages(batch, sub):
+            await self._put(message)
+        return not batch.caught_up
+
+    def _changed(self) -> bool:
+        for name, sub in self._subs.items():
+            try:
+                if self._st.db.head_of(name) != sub.head_seen:
+                    return True
+            except SeglogError:
+                return True
+        return self._kick.is_set()
+
+    async def _idle(self) -> None:
+        waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(self._kick.wait())]
+        if self._subs:
+            waits.append(
+                asyncio.ensure_future(self._st.wait_for_append(list(self._subs), IDLE_WAKE_S))
+            )
+        try:
+            await asyncio.wait(waits, timeout=IDLE_WAKE_S, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+
+def _messages(batch: FeedBatch, sub: _Sub) -> list[bytes]:
+    """The messages one read produces, moving the subscription's cursor (API §7.4 rules)."""
+    out: list[bytes] = []
+    topic = batch.topic_json
+    t = batch.tombstone
+    if t is not None:
+        out.append(
+            b'{"op":"tombstone","topic":%b,"reason":"%b","gap_from":%d,"gap_to":%d,'
+            b'"earliest_seq":%d,"head_seq":%d}'
+            % (topic, t.reason.value.encode(), t.gap_from, t.gap_to, t.earliest_seq, t.head_seq)
+        )
+        sub.tailing = False
+    sub.cursor = batch.next_cursor
+    if batch.count:
+        out.append(
+            b'{"op":"record","topic":%b,"from_seq":%d,"to_seq":%d,"head_seq":%d,"records":%b}'
+            % (topic, batch.start, batch.next_cursor, batch.head_seq, batch.records_json)
+        )
+        sub.tailing = False
+    if batch.caught_up and not sub.tailing:
+        out.append(b'{"op":"caught_up","topic":%b,"head_seq":%d}' % (topic, batch.head_seq))
+        sub.tailing = True
+    return out
+
+
+def _coded_error(rid: Any, code: str, message: str, with_request_id: bool = True) -> bytes:
+    body: dict[str, Any] = {"op": "error"}
+    if with_request_id:
+        body["request_id"] = rid
+    body.update(code=code, message=message)
+    return orjson.dumps(body)
