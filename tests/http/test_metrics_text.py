@@ -13,6 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from seglog.http.metrics_text import (
     FSYNC_BUCKETS_US,
     MAX_TOPIC_SERIES,
+    DeliveryMetrics,
     MetricsSnapshot,
     TopicMetrics,
     WalMetrics,
@@ -44,6 +45,11 @@ GAUGES = [
     "topics_wal_queue_depth",
     "topics_wal_queue_depth_peak",
     "topics_wal_read_only",
+    # seglog's own: the delivery scheduler and its pressure ladder
+    "topics_delivery_pressure_level",
+    "topics_delivery_lag_ms",
+    "topics_delivery_max_wait_ms",
+    "topics_delivery_queue_depth",
 ]
 COUNTERS = [
     "topics_uptime_ms",
@@ -54,6 +60,11 @@ COUNTERS = [
     "topics_wal_rotations_total",
     "topics_wal_submit_full_total",
     "topics_wal_torn_tails_total",  # STORAGE §3.1 names it; API §12's table predates it
+    "topics_delivery_marked_total",
+    "topics_delivery_coalesced_total",
+    "topics_delivery_wakeups_total",
+    "topics_delivery_deferred_passes_total",
+    "topics_delivery_throttled_writes_total",
 ]
 LATENCIES = [10, 60, 60, 300, 700, 2000, 20000, 70000, 200000, 40]
 
@@ -97,6 +108,17 @@ def snapshot(rows: tuple[TopicMetrics, ...] | None = None) -> MetricsSnapshot:
         uptime_ms=12345,
         wal=wal,
         topic_rows=rows,
+        delivery=DeliveryMetrics(
+            pressure_level=3,
+            lag_ms=120,
+            band_depths=(1, 2, 0, 0, 5),
+            marked=40,
+            coalesced=9,
+            woken=31,
+            deferred_passes=2,
+            throttled_writes=0,
+            max_wait_ms=130,
+        ),
     )
 
 
@@ -149,6 +171,15 @@ def test_parsed_families_and_values() -> None:
     assert samples(fams["topics_ready"]) == {(): 1}
     assert samples(fams["topics_recovery_progress"]) == {(): 1.0}
     assert samples(fams["topics_wal_submit_full"]) == {(): 3}
+    assert samples(fams["topics_delivery_pressure_level"]) == {(): 3}
+    assert samples(fams["topics_delivery_queue_depth"]) == {
+        (("band", "0"),): 1,
+        (("band", "1"),): 2,
+        (("band", "2"),): 0,
+        (("band", "3"),): 0,
+        (("band", "4"),): 5,
+    }
+    assert samples(fams["topics_delivery_wakeups"]) == {(): 31}
     assert fams["topics_wal_fsyncs"].type == "counter"
 
 
@@ -230,6 +261,7 @@ def test_json_snapshot_shape() -> None:
         "replay_progress",
         "uptime_ms",
         "wal",
+        "delivery",
     ]
     assert list(out["wal"]) == [
         "fsyncs",

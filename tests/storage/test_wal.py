@@ -377,3 +377,34 @@ def test_commit_handles_and_callbacks(wal_dir: Path, opened: list[Wal]) -> None:
     c.add_done_callback(lambda _c: got.set())
     assert got.wait(5)
     w.submit(0, [rec(1, 2)], durable=True).wait(5)  # the writer survived
+
+
+def test_a_widened_gathering_window_groups_buffered_writes(
+    wal_dir: Path, opened: list[Wal]
+) -> None:
+    """The pressure ladder's group-commit rung: with a window, non-durable writes from
+    concurrent writers share batches (they would not otherwise: no fsync to wait on),
+    and every frame still lands, in each writer's order."""
+    w = start(opened, wal_dir)
+    w.set_gather_window(0.005)
+    per_thread, threads = 20, 8
+
+    def writer(tid: int) -> None:
+        for seq in range(1, per_thread + 1):
+            w.submit(0, [rec(tid, seq, durable=False)], durable=False).wait(10)
+
+    ts = [threading.Thread(target=writer, args=(tid,)) for tid in range(1, threads + 1)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    m = w.metrics()
+    assert m.frames == per_thread * threads
+    # Each batch waits out the window, so all waiting writers join it: ≤ per_thread + slack.
+    assert m.batches <= per_thread * 2, m
+    w.set_gather_window(0)
+    w.submit(0, [rec(99, 1, durable=False)], durable=False).wait(10)
+    frames = replay(FS, wal_dir, 1)[""]
+    for tid in range(1, threads + 1):
+        assert seqs(frames, tid) == list(range(1, per_thread + 1))
+    assert seqs(frames, 99) == [1]

@@ -623,6 +623,16 @@ class Engine:
     def head_of(self, name: str) -> int:
         return self._topic(name).head
 
+    def delivery_priority(self, name: str, now_ms: int) -> int:
+        """The effective priority that orders `name`'s delivery work (SEMANTICS §11),
+        without aging (the scheduler adds it) and without the topic lock (plain reads of
+        config and recency; a stale value only reorders work)."""
+        t = self.registry.get(name)
+        if t is None:
+            return 0
+        cfg = t.config
+        return effective_priority(cfg.priority, cfg.auto_priority, t.last_consumed_ms, now_ms)
+
     def read_version(self, name: str) -> tuple[int, int, int, int] | None:
         """What a read of `name` sees, as a key for sharing one read among many readers at
         the same cursor (live delivery): topic id, head, live count and earliest seq. A

@@ -8,6 +8,7 @@ the package's import graph stays acyclic (tests/http/test_import_graph.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -15,11 +16,16 @@ from starlette.requests import Request
 from seglog.config import Settings
 from seglog.engine.aio import AppendWaiters
 from seglog.engine.engine import Engine
+from seglog.errors import throttled
 from seglog.http.async_engine import AsyncEngine
 from seglog.http.auth import KeyRing
+from seglog.http.metrics_text import DeliveryMetrics
 from seglog.http.stream_slots import StreamSlots
 from seglog.http.topic_feed import TopicFeed
 from seglog.http.watch_sessions import WatchSessions
+
+log = logging.getLogger("seglog.http")
+GATHER_WINDOW_S = 0.002
 
 
 @dataclass
@@ -54,7 +60,38 @@ class ServerState:
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.waiters is None:
-            self.waiters = AppendWaiters(self.engine, loop)
+            self.waiters = AppendWaiters(self.engine, loop, self._on_pressure)
+
+    def _on_pressure(self, level: int) -> None:
+        """The pressure ladder's second rung: widen the group-commit window."""
+        wal = self.engine.wal
+        if wal is not None:
+            wal.set_gather_window(GATHER_WINDOW_S if level >= 2 else 0.0)
+        log.info("delivery pressure level %d", level)
+
+    def check_write_pressure(self) -> None:
+        """The ladder's last rung: refuse new record writes while delivery is overloaded."""
+        sch = self.waiters.scheduler if self.waiters is not None else None
+        if sch is not None and sch.refuses_writes:
+            sch.counters.throttled_writes += 1
+            raise throttled("delivery is overloaded; retry shortly", {"limit": "delivery_pressure"})
+
+    def delivery_metrics(self) -> DeliveryMetrics:
+        if self.waiters is None:
+            return DeliveryMetrics()
+        sch = self.waiters.scheduler
+        c = sch.counters
+        return DeliveryMetrics(
+            pressure_level=sch.level,
+            lag_ms=sch.lag_ms(),
+            band_depths=sch.depths,
+            marked=c.marked,
+            coalesced=c.coalesced,
+            woken=c.woken,
+            deferred_passes=c.deferred_passes,
+            throttled_writes=c.throttled_writes,
+            max_wait_ms=c.max_wait_ms,
+        )
 
     async def begin_shutdown(self, grace_s: float = 2.0) -> None:
         """Tell open streams and sockets to say goodbye (`server_shutting_down`), and give

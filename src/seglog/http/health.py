@@ -49,6 +49,7 @@ async def metrics(request: Request) -> Response:
         collect(await st.db.stats(), uptime_ms()),
         sse_connections=st.slots.total,
         watch_sessions=len(st.watch),
+        delivery=st.delivery_metrics(),
     )
     if "application/json" in request.headers.get("accept", ""):
         return json_response(render_json(snap))

@@ -60,6 +60,21 @@ class WalMetrics:
 
 
 @dataclass(frozen=True, slots=True)
+class DeliveryMetrics:
+    """The delivery scheduler's state (seglog's own families, beyond the API's list)."""
+
+    pressure_level: int = 0
+    lag_ms: int = 0
+    band_depths: tuple[int, ...] = (0, 0, 0, 0, 0)  # band 0 first
+    marked: int = 0
+    coalesced: int = 0
+    woken: int = 0
+    deferred_passes: int = 0
+    throttled_writes: int = 0
+    max_wait_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class MetricsSnapshot:
     topics: int = 0
     topics_ephemeral: int = 0
@@ -78,6 +93,7 @@ class MetricsSnapshot:
     uptime_ms: int = 0
     wal: WalMetrics = field(default_factory=WalMetrics)
     topic_rows: tuple[TopicMetrics, ...] = ()
+    delivery: DeliveryMetrics = field(default_factory=DeliveryMetrics)
 
 
 def cumulative_buckets(latencies_us: list[int] | tuple[int, ...]) -> tuple[int, ...]:
@@ -119,6 +135,17 @@ def render_json(s: MetricsSnapshot) -> bytes:
                 "read_only": w.read_only,
                 "fsync_count": w.fsync_count,
                 "fsync_micros_total": w.fsync_micros_total,
+            },
+            "delivery": {
+                "pressure_level": s.delivery.pressure_level,
+                "lag_ms": s.delivery.lag_ms,
+                "band_depths": list(s.delivery.band_depths),
+                "marked": s.delivery.marked,
+                "coalesced": s.delivery.coalesced,
+                "woken": s.delivery.woken,
+                "deferred_passes": s.delivery.deferred_passes,
+                "throttled_writes": s.delivery.throttled_writes,
+                "max_wait_ms": s.delivery.max_wait_ms,
             },
         }
     )
@@ -272,6 +299,46 @@ def _lines(s: MetricsSnapshot) -> Iterator[str]:
     buckets.append((f"{hist}_sum", "", w.fsync_micros_total))
     buckets.append((f"{hist}_count", "", w.fsync_count))
     yield from _family(hist, "histogram", "WAL fsync latency in microseconds.", buckets)
+    yield from _delivery_lines(s.delivery)
+
+
+def _delivery_lines(d: DeliveryMetrics) -> Iterator[str]:
+    yield from _scalar(
+        "topics_delivery_pressure_level",
+        "gauge",
+        "Delivery pressure ladder level: 0 none, 1 coalesce, 2 wide group commit, "
+        "3 low priority deferred, 4 writes throttled.",
+        d.pressure_level,
+    )
+    yield from _scalar(
+        "topics_delivery_lag_ms", "gauge", "Wait of the oldest dirty topic (ms).", d.lag_ms
+    )
+    yield from _scalar(
+        "topics_delivery_max_wait_ms", "gauge", "Longest wait of a dirty topic (ms).", d.max_wait_ms
+    )
+    depth: list[Sample] = [
+        ("topics_delivery_queue_depth", f'{{band="{band}"}}', n)
+        for band, n in enumerate(d.band_depths)
+    ]
+    yield from _family(
+        "topics_delivery_queue_depth", "gauge", "Dirty topics queued per priority band.", depth
+    )
+    for name, help_text, value in (
+        ("topics_delivery_marked_total", "Publishes that marked a watched topic dirty.", d.marked),
+        ("topics_delivery_coalesced_total", "Marks coalesced into a queued one.", d.coalesced),
+        ("topics_delivery_wakeups_total", "Topics whose readers were woken.", d.woken),
+        (
+            "topics_delivery_deferred_passes_total",
+            "Drain passes that deferred low-priority topics.",
+            d.deferred_passes,
+        ),
+        (
+            "topics_delivery_throttled_writes_total",
+            "Writes refused (429) at pressure level 4.",
+            d.throttled_writes,
+        ),
+    ):
+        yield from _scalar(name, "counter", help_text, value)
 
 
 def render_prometheus(s: MetricsSnapshot) -> bytes:

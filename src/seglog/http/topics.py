@@ -100,6 +100,7 @@ async def append(request: Request) -> Response:
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
     req = parse_write(json_body(request, raw))
+    st.check_write_pressure()
     key = req.idempotency_key
     if key is None:
         header = request.headers.get("idempotency-key")

@@ -30,6 +30,7 @@ async def publish(
     if not who.allows(name):
         raise SeglogError(ErrorCode.FORBIDDEN, f"api key may not access {name!r}", {"topic": name})
     req = parse_write(cmd)
+    st.check_write_pressure()
     return_seqs = bool_field(cmd, "return_seqs", True)
     config = parse_config(req.config) if req.config is not None else None
     res = await st.db.write(

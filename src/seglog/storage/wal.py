@@ -163,6 +163,11 @@ class Wal:
     def bytes_written_total(self) -> int:
         return sum(s.m.bytes_written for s in self._shards)
 
+    def set_gather_window(self, seconds: float) -> None:
+        """Widen (or, with 0, close) every shard's group-commit gathering window."""
+        for s in self._shards:
+            s.gather_s = max(0.0, seconds)
+
     def metrics(self) -> WalMetrics:
         out = WalMetrics()
         for s in self._shards:
