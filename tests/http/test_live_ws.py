@@ -347,3 +347,26 @@ async def test_shutdown_sends_error_and_closes(make_server: ServerFactory) -> No
         msg = await recv(ws)
         assert msg["op"] == "error" and msg["code"] == "server_shutting_down"
         assert srv.proc.wait(20) == 0
+
+
+async def test_per_topic_node_adds_to_the_subscription_node(
+    server: ServerProcess, tname: Callable[[str], str]
+) -> None:
+    """seglog's addition: `node` inside a `topics` entry is this reader's node id in that
+    topic's topology, skipped there on top of the command's own `node`."""
+    a, b = tname("a"), tname("b")
+    for t in (a, b):
+        write(server, t, [{"data": "x", "node": "na"}, {"data": "y", "node": "nb"},
+                          {"data": "z", "node": "top"}])
+    async with connect(ws_url(server)) as ws:
+        await send(ws, {"op": "subscribe", "request_id": "s", "node": "top",
+                        "topics": {a: {"node": "na"}, b: {"node": ["nb"]}}})
+        seen: dict[str, list[str]] = {a: [], b: []}
+        caught: set[str] = set()
+        while caught != {a, b}:
+            m = await recv(ws)
+            if m["op"] == "record":
+                seen[m["topic"]].extend(r["$node"] for r in m["records"])
+            elif m["op"] == "caught_up":
+                caught.add(m["topic"])
+        assert seen == {a: ["nb"], b: ["na"]}

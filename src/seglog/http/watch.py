@@ -63,7 +63,8 @@ async def create(request: Request) -> Response:
     if not cursors:
         raise topic_not_found(next(iter(req.topics)))
     owner = who.key_id if st.keyring.enabled else None
-    session = st.watch.create(owner, req.options, req.heartbeat_ms, cursors)
+    options = {name: req.options.for_topic(req.topics[name]) for name in cursors}
+    session = st.watch.create(owner, options, req.heartbeat_ms, cursors)
     body = {
         "wid": session.wid,
         "stream_url": f"/v0/watch/{session.wid}",

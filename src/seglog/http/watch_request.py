@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from seglog.http.body_fields import bool_field, json_object, malformed, u64_field
@@ -22,10 +22,13 @@ CONSISTENCIES = ("eventual", "strong")
 
 @dataclass(frozen=True, slots=True)
 class TopicStart:
-    """Where one watched topic starts: after `from_seq`, or at its head when `tail`."""
+    """Where one watched topic starts: after `from_seq`, or at its head when `tail`; and
+    the reader's own node ids in this topic's topology (loop prevention, added to the
+    session's `node`)."""
 
     from_seq: int = 0
     tail: bool = False
+    nodes: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,11 @@ class DeliveryOptions:
     include_tags: bool = False
     include_data: bool = True
 
+    def for_topic(self, start: TopicStart) -> DeliveryOptions:
+        if not start.nodes:
+            return self
+        return replace(self, nodes=self.nodes | start.nodes)
+
 
 @dataclass(frozen=True, slots=True)
 class WatchRequest:
@@ -49,7 +57,8 @@ class WatchRequest:
 
 
 def parse_topic_map(value: Any, field: str = "topics") -> dict[str, TopicStart]:
-    """`{name: {"from_seq": u64 = 0, "tail": bool = false}}`; names are checked later
+    """`{name: {"from_seq": u64 = 0, "tail": bool = false, "node": str | [str]}}` (`node`
+    per topic is seglog's addition to API §7.1); names are checked later
     (scope, allowlist, existence) by the caller, in the API's order."""
     if not isinstance(value, dict):
         raise malformed(f"{field} must be an object mapping topic names to start positions")
@@ -59,7 +68,14 @@ def parse_topic_map(value: Any, field: str = "topics") -> dict[str, TopicStart]:
             spec = {}
         if not isinstance(spec, dict):
             raise malformed(f"{field}.{name} must be an object")
-        out[name] = TopicStart(u64_field(spec, "from_seq", 0), bool_field(spec, "tail", False))
+        nodes = (
+            frozenset(parse_nodes(spec["node"], f"{field}.{name}.node"))
+            if "node" in spec
+            else frozenset()
+        )
+        out[name] = TopicStart(
+            u64_field(spec, "from_seq", 0), bool_field(spec, "tail", False), nodes
+        )
     return out
 
 

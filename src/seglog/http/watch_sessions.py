@@ -27,7 +27,7 @@ SESSION_TTL_MS = 300_000
 class WatchSession:
     wid: str
     owner_key: str | None  # key id of the creating principal; None when auth was disabled
-    options: DeliveryOptions
+    options: dict[str, DeliveryOptions]  # per watched topic
     heartbeat_ms: int
     cursors: dict[str, int]  # topic → cursor; every watched topic, deleted ones included
     last_access_ms: int
@@ -64,7 +64,7 @@ class WatchSessions:
     def create(
         self,
         owner_key: str | None,
-        options: DeliveryOptions,
+        options: dict[str, DeliveryOptions],
         heartbeat_ms: int,
         cursors: dict[str, int],
     ) -> WatchSession:

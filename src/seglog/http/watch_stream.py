@@ -98,7 +98,7 @@ class WatchStream:
         cursors = self.session.cursors
         st = self._topics[topic]
         try:
-            batch = await self._feed.read(topic, cursors[topic], self.session.options)
+            batch = await self._feed.read(topic, cursors[topic], self.session.options[topic])
         except SeglogError as e:
             if e.code is not ErrorCode.TOPIC_NOT_FOUND:
                 raise

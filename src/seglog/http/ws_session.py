@@ -151,7 +151,8 @@ class WsSession:
                 "earliest_seq": info.earliest_seq,
             }
         for name, cursor in starts.items():
-            self._subs[name] = _Sub(cursor, sub.options)  # replaces an older subscription
+            options = sub.options.for_topic(sub.topics[name])
+            self._subs[name] = _Sub(cursor, options)  # replaces an older subscription
         self._kick.set()
         return orjson.dumps({"op": "subscribed", "request_id": rid, "topics": described})
 
