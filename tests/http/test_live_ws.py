@@ -272,6 +272,9 @@ async def test_slow_reader_blocks_only_itself(
             if m["op"] == "record":
                 slow_seqs.extend(r["$seq"] for r in m["records"])
         assert slow_seqs == list(range(2, total + 2))
+        for ws in (slow, fast):  # drained to the head: each ends with caught_up
+            last = await recv_until(ws, lambda m: m["op"] == "caught_up")
+            assert last[-1]["head_seq"] == total + 1
 
 
 async def test_scopes_per_command(make_server: ServerFactory) -> None:
