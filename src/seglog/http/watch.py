@@ -85,12 +85,14 @@ def _accepts_sse(accept: str | None) -> bool:
     return "text/event-stream" in accept or "*/*" in accept
 
 
+def _first_query(request: Request, name: str) -> str | None:
+    given = request.query_params.getlist(name)  # first occurrence wins (API §1.2)
+    return given[0] if given else None
+
+
 def _stream_token(request: Request) -> str | None:
     token = bearer_token(request.headers.get("authorization"))
-    if token is None:
-        given = request.query_params.getlist("token")  # first occurrence wins (API §1.2)
-        token = given[0] if given else None
-    return token
+    return token if token is not None else _first_query(request, "token")
 
 
 async def open_stream(request: Request) -> Response:
@@ -109,7 +111,9 @@ async def open_stream(request: Request) -> Response:
                 ErrorCode.UNAUTHORIZED, "this watch stream needs the key that created it"
             )
     st.slots.acquire(session.owner_key)
-    last_event = request.headers.get("last-event-id")
+    # `?last_event_id=` is seglog's addition for browsers: a new `EventSource` cannot set
+    # the header, and a closed one's old stream may have moved the session on meanwhile.
+    last_event = request.headers.get("last-event-id") or _first_query(request, "last_event_id")
     if last_event:
         session.cursors = rewind(session.cursors, decode_cursor_map(last_event))
     return SseResponse(st, session)
@@ -125,25 +129,29 @@ class SseResponse(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         st, session = self._st, self._session
+        stream = WatchStream(
+            session,
+            st.feed,
+            st.wait_for_append,
+            st.db.head_of,
+            st.engine.clock,
+            lambda: st.shutting_down,
+        )
+
+        async def send_bytes(data: bytes) -> None:
+            await send({"type": "http.response.body", "body": data, "more_body": True})
+
         st.watch.stream_opened(session)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-
-            async def send_bytes(data: bytes) -> None:
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-
-            stream = WatchStream(
-                session,
-                st.feed,
-                st.wait_for_append,
-                st.db.head_of,
-                st.engine.clock,
-                lambda: st.shutting_down,
-            )
             if await _until_disconnect(stream.run(send_bytes), receive):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             st.watch.stream_closed(session)
+            if stream.all_deleted:
+                # Nothing left to watch: a reconnect gets 404, so an EventSource stops
+                # instead of reconnecting forever to a stream that ends at once.
+                st.watch.drop(session)
             st.slots.release(session.owner_key)
 
 

@@ -87,6 +87,11 @@ class WatchSessions:
         self.reclaim()
         return self._sessions.get(wid)
 
+    def drop(self, s: WatchSession) -> None:
+        """Forget `s` once no stream is open on it."""
+        if s.open_streams == 0:
+            self._sessions.pop(s.wid, None)
+
     def stream_opened(self, s: WatchSession) -> None:
         s.open_streams += 1
         s.last_access_ms = self._clock.now_ms()

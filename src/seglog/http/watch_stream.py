@@ -68,6 +68,11 @@ class WatchStream:
         self._heads: dict[str, int] = {}  # head seen by the last read of each topic
         self._last_sent = clock.monotonic()
 
+    @property
+    def all_deleted(self) -> bool:
+        """Every watched topic was deleted (the stream ended for good)."""
+        return not self._live
+
     def _id(self) -> str:
         return encode_cursor_map(self.session.cursors)
 
