@@ -1,0 +1,404 @@
+"""`watch()` over a scripted SSE server: requests, decoding, cursors, reconnect and resume.
+
+Every test runs against `Client` and `AsyncClient` (`make_api`). Sleeps are recorded, not
+slept; the RNG is fixed at 0.5, so a reconnect after the server's `retry: 2000` waits exactly
+2.0 · 2^attempt · 0.75 seconds.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import httpx
+import pytest
+
+from seglog.client import (
+    InternalError,
+    ReconnectPolicy,
+    SeglogConnectionError,
+    SeglogProtocolError,
+    TopicNotFound,
+    Unauthorized,
+    WatchCaughtUp,
+    WatchRecord,
+    WatchTombstone,
+    WatchTopicDeleted,
+)
+from tests.client.conftest import Api, MakeApi, err, ok
+from tests.client.watch_fakes import (
+    ScriptedWatchServer,
+    Step,
+    cursor_id,
+    disconnect,
+    frame,
+    records_frame,
+    split,
+)
+
+RETRY = b"retry: 2000\n\n"
+FIRST_DELAY = 2.0 * 0.75
+
+
+async def settle(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def deleted(topic: str) -> bytes:
+    return frame("topic-deleted", {"topic": topic, "head_seq": 0, "reason": "deleted"})
+
+
+def recs(topic: str, frm: int, seqs: list[int], head: int = 100, to: int | None = None) -> bytes:
+    last = to if to is not None else seqs[-1]
+    return frame("record", records_frame(topic, frm, seqs, head, to), cursor_id({topic: last}))
+
+
+def seqs_of(events: list[Any]) -> list[int]:
+    return [e.seq for e in events if isinstance(e, WatchRecord)]
+
+
+async def test_create_body_and_stream_headers(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [Step([RETRY, deleted("jobs"), deleted("events")])], heads={"events": 88123}
+    )
+    api = make_api(server, api_key="k1")
+    w = api.client.watch(
+        {"jobs": 4096, "events": None},
+        node="worker-eu-1",
+        limit=256,
+        max_batch_bytes=262144,
+        heartbeat_ms=15000,
+        include_tags=True,
+    )
+    events = await api.collect(w)
+    assert server.creates == [
+        {
+            "topics": {"jobs": {"from_seq": 4096}, "events": {"tail": True}},
+            "node": "worker-eu-1",
+            "limit": 256,
+            "max_batch_bytes": 262144,
+            "heartbeat_ms": 15000,
+            "include_meta": True,
+            "include_tags": True,
+            "include_data": True,
+        }
+    ]
+    assert server.create_params == [{}]
+    post, get = api.requests
+    assert post.headers["authorization"] == get.headers["authorization"] == "Bearer k1"
+    assert get.url.path == "/v0/watch/wid_0000000000000000000001"
+    assert get.headers["accept"] == "text/event-stream"
+    assert get.headers["last-event-id"] == cursor_id({"events": 88123, "jobs": 4096})
+    assert events == [WatchTopicDeleted("jobs", 0), WatchTopicDeleted("events", 0)]
+    assert api.sleeps == []
+
+
+async def test_frames_decode_to_typed_events(make_api: MakeApi) -> None:
+    batch = {
+        "topic": "jobs",
+        "from_seq": 4096,
+        "head_seq": 5210,
+        "to_seq": 4099,
+        "records": [
+            {"$seq": 4097, "$ts": 1748467200111, "$node": "node-B", "data": {"url": "..."}},
+            {"$seq": 4098, "$ts": 1748467200112, "$tag": "t1", "data": None, "meta": {"m": 1}},
+        ],
+    }
+    tomb = {
+        "topic": "events",
+        "reason": "cap",
+        "gap_from": 80000,
+        "gap_to": 83000,
+        "earliest_seq": 83001,
+        "head_seq": 88130,
+    }
+    stream = (
+        RETRY
+        + frame("record", batch, "x")
+        + b": hb 1748467215000\n"
+        + frame("tombstone", tomb, "y", sep=":")
+        + frame("caught-up", {"topic": "jobs", "head_seq": 5210})
+        + deleted("jobs")
+        + deleted("events")
+    )
+    server = ScriptedWatchServer([Step(split(stream, [7, 1, 300, 2]))])
+    api = make_api(server)
+    w = api.client.watch({"jobs": 4096, "events": 79999})
+    events = await api.collect(w)
+    assert events == [
+        WatchRecord("jobs", 4097, 1748467200111, {"url": "..."}, 5210, node="node-B"),
+        WatchRecord("jobs", 4098, 1748467200112, None, 5210, tag="t1", meta={"m": 1}),
+        WatchTombstone("events", "cap", 80000, 83000, 83001, 88130),
+        WatchCaughtUp("jobs", 5210),
+        WatchTopicDeleted("jobs", 0),
+        WatchTopicDeleted("events", 0),
+    ]
+    assert w.topics == []
+
+
+async def test_cursor_moves_as_each_event_is_handed_out(make_api: MakeApi) -> None:
+    stream = (
+        RETRY
+        + recs("jobs", 0, [1, 2], to=5)
+        + frame("record", records_frame("jobs", 5, [], 100, 9))
+    )
+    server = ScriptedWatchServer([Step([stream], fail=disconnect())])
+    api = make_api(server, retries=0)
+    w = api.client.watch("jobs", reconnect=ReconnectPolicy(attempts=0))
+    await settle(w.open())
+    assert w.cursors == {"jobs": 0}
+    assert w.last_event_id == cursor_id({"jobs": 0})
+    assert [e.seq for e in await api.collect(w, 1)] == [1]
+    assert w.cursors == {"jobs": 1}
+    assert [e.seq for e in await api.collect(w, 1)] == [2]
+    assert w.cursors == {"jobs": 2}  # the batch's to_seq applies once the batch is drained
+    with pytest.raises(SeglogConnectionError):
+        await api.collect(w, 1)
+    # Skipped seqs (own-node records) advanced the cursor without any event.
+    assert w.cursors == {"jobs": 9}
+    assert w.last_event_id == cursor_id({"jobs": 9})
+
+
+async def test_disconnect_mid_frame_resumes_with_last_event_id(make_api: MakeApi) -> None:
+    second = recs("jobs", 2, [3])
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY + recs("jobs", 0, [1, 2]) + second[:17]], fail=disconnect()),
+            Step(split(RETRY + second + recs("jobs", 3, [4]) + deleted("jobs"), [5])),
+        ]
+    )
+    api = make_api(server)
+    events = await api.collect(api.client.watch("jobs"))
+    assert seqs_of(events) == [1, 2, 3, 4]
+    assert [g.headers["last-event-id"] for g in server.gets] == [
+        cursor_id({"jobs": 0}),
+        cursor_id({"jobs": 2}),
+    ]
+    assert api.sleeps == [FIRST_DELAY]
+    assert len(server.creates) == 1
+
+
+async def test_a_resume_never_re_yields_what_was_handed_out(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY + recs("jobs", 0, [1, 2, 3])], fail=disconnect()),
+            # A server that rewinds further than Last-Event-ID asked.
+            Step([RETRY + recs("jobs", 0, [1, 2, 3, 4]) + recs("jobs", 4, [5]) + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    assert seqs_of(await api.collect(api.client.watch("jobs"))) == [1, 2, 3, 4, 5]
+
+
+async def test_404_on_resume_creates_a_new_session_from_the_cursors(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY + recs("jobs", 0, [1, 2, 3]) + recs("events", 7, [8])], fail=disconnect()),
+            Step(response=err(404, "not_found", "unknown watch session")),
+            Step([RETRY + recs("jobs", 3, [4]) + deleted("jobs") + deleted("events")]),
+        ]
+    )
+    api = make_api(server)
+    events = await api.collect(api.client.watch({"jobs": 0, "events": 7}))
+    assert [(e.topic, e.seq) for e in events if isinstance(e, WatchRecord)] == [
+        ("jobs", 1),
+        ("jobs", 2),
+        ("jobs", 3),
+        ("events", 8),
+        ("jobs", 4),
+    ]
+    assert server.creates[1]["topics"] == {"jobs": {"from_seq": 3}, "events": {"from_seq": 8}}
+    assert server.create_params == [{}, {"lenient": "true"}]
+    assert server.gets[2].url.path == "/v0/watch/wid_0000000000000000000002"
+    assert server.gets[2].headers["last-event-id"] == cursor_id({"events": 8, "jobs": 3})
+    assert api.sleeps == [FIRST_DELAY]  # the 404 re-creates at once
+
+
+async def test_topic_deleted_while_away_is_reported(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY + recs("jobs", 0, [1])], fail=disconnect()),
+            Step(response=err(404, "not_found")),
+            Step([RETRY + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    w = api.client.watch(["jobs", "gone"])
+    await settle(w.open())
+    server.drop_on_create = {"gone"}
+    events = await api.collect(w)
+    assert events[1:] == [WatchTopicDeleted("gone", 0), WatchTopicDeleted("jobs", 0)]
+    assert server.creates[1]["topics"] == {"jobs": {"from_seq": 1}, "gone": {"from_seq": 0}}
+
+
+async def test_shutdown_error_frame_reconnects(make_api: MakeApi) -> None:
+    bye = frame("error", {"code": "server_shutting_down", "message": "bye"}, "z")
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY + recs("jobs", 0, [1]) + bye + recs("jobs", 1, [2])]),
+            Step([RETRY + recs("jobs", 1, [2]) + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    assert seqs_of(await api.collect(api.client.watch("jobs"))) == [1, 2]
+    assert server.gets[1].headers["last-event-id"] == cursor_id({"jobs": 1})
+    assert api.sleeps == [FIRST_DELAY]
+
+
+async def test_other_error_frames_raise_typed(make_api: MakeApi) -> None:
+    boom = frame("error", {"code": "internal", "message": "disk on fire"})
+    server = ScriptedWatchServer([Step([RETRY + boom])])
+    api = make_api(server)
+    with pytest.raises(InternalError, match="disk on fire"):
+        await api.collect(api.client.watch("jobs"))
+
+
+async def test_malformed_frame_is_a_protocol_error(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer([Step([RETRY + b"event: record\ndata: {nope\n\n"])])
+    api = make_api(server)
+    with pytest.raises(SeglogProtocolError):
+        await api.collect(api.client.watch("jobs"))
+
+
+async def test_server_errors_back_off_and_honour_retry_after(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step(response=err(503, "not_ready", retry_after=1)),
+            Step(response=err(500, "internal")),
+            Step(response=httpx.Response(502, text="bad gateway")),
+            Step([RETRY + recs("jobs", 0, [1]) + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    assert seqs_of(await api.collect(api.client.watch("jobs"))) == [1]
+    # Retry-After, then the policy's initial 1 s (no `retry:` seen yet) · 2^1 and · 2^2.
+    assert api.sleeps == [1.0, 1.0 * 2 * 0.75, 1.0 * 4 * 0.75]
+
+
+async def test_backoff_grows_is_capped_and_gives_up(make_api: MakeApi) -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return server(request)
+        raise httpx.ConnectError("connection refused")
+
+    server = ScriptedWatchServer([])
+    api = make_api(refuse)
+    policy = ReconnectPolicy(initial=1.0, max_delay=5.0, attempts=4)
+    with pytest.raises(SeglogConnectionError, match="ConnectError"):
+        await api.collect(api.client.watch("jobs", reconnect=policy))
+    assert api.sleeps == [0.75, 1.5, 3.0, 5.0 * 0.75]
+
+
+async def test_after_a_good_frame_the_backoff_restarts(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY], fail=disconnect()),
+            Step([RETRY + recs("jobs", 0, [1])], fail=disconnect()),
+            Step([RETRY + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    await api.collect(api.client.watch("jobs"))
+    assert api.sleeps == [FIRST_DELAY, FIRST_DELAY]
+
+
+async def test_a_clean_end_with_topics_left_reconnects(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [Step([RETRY + recs("jobs", 0, [1])]), Step([RETRY + deleted("jobs")])]
+    )
+    api = make_api(server)
+    assert seqs_of(await api.collect(api.client.watch("jobs"))) == [1]
+    assert api.sleeps == [FIRST_DELAY]
+
+
+async def test_unauthorized_stream_raises_without_retry(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer([Step(response=err(401, "unauthorized"))])
+    api = make_api(server)
+    with pytest.raises(Unauthorized):
+        await api.collect(api.client.watch("jobs"))
+    assert api.sleeps == []
+
+
+async def test_open_surfaces_create_errors(make_api: MakeApi) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return err(404, "topic_not_found", detail={"topic": "nope"})
+
+    api = make_api(handler)
+    w = api.client.watch("nope")
+    with pytest.raises(TopicNotFound):
+        await settle(w.open())
+    assert w.last_event_id is None
+
+
+async def test_close_stops_and_releases_the_stream(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer([Step([RETRY + recs("jobs", 0, [1, 2, 3])])])
+    api = make_api(server)
+    w = api.client.watch("jobs")
+    assert seqs_of(await api.collect(w, 1)) == [1]
+    await settle(w.close())
+    assert await api.collect(w) == []
+    await settle(w.close())  # twice is fine
+
+
+async def test_context_manager_opens_and_closes(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer([Step([RETRY + recs("jobs", 0, [1, 2])])])
+    api = make_api(server)
+    w = api.client.watch("jobs")
+    if api.kind == "sync":
+        with w as entered:  # type: ignore[union-attr]
+            assert entered is w and w.session is not None
+            assert seqs_of(await api.collect(w, 1)) == [1]
+    else:
+        async with w as entered:  # type: ignore[union-attr]
+            assert entered is w and w.session is not None
+            assert seqs_of(await api.collect(w, 1)) == [1]
+    assert await api.collect(w) == []
+
+
+async def test_last_event_id_resumes_a_new_watch(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer([Step([RETRY + deleted("jobs") + deleted("events")])])
+    api = make_api(server)
+    w = api.client.watch(["jobs", "events"], last_event_id=cursor_id({"jobs": 7, "other": 3}))
+    await api.collect(w)
+    assert server.creates[0]["topics"] == {"jobs": {"from_seq": 7}, "events": {"from_seq": 0}}
+
+
+async def test_tombstone_moves_the_cursor_even_backwards(make_api: MakeApi) -> None:
+    recreated = {
+        "topic": "jobs",
+        "reason": "recreated",
+        "gap_from": 1,
+        "gap_to": 3,
+        "earliest_seq": 4,
+        "head_seq": 3,
+    }
+    stream = RETRY + recs("jobs", 9, [10]) + frame("tombstone", recreated) + recs("jobs", 3, [4])
+    server = ScriptedWatchServer([Step([stream + deleted("jobs")])])
+    api = make_api(server)
+    events = await api.collect(api.client.watch({"jobs": 9}))
+    assert [type(e).__name__ for e in events] == [
+        "WatchRecord",
+        "WatchTombstone",
+        "WatchRecord",
+        "WatchTopicDeleted",
+    ]
+    assert seqs_of(events) == [10, 4]
+
+
+async def test_lenient_and_unknown_topics(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer([Step([RETRY + deleted("jobs")])], drop_on_create={"nope"})
+    api = make_api(server)
+    w = api.client.watch(["jobs", "nope"], lenient=True)
+    events = await api.collect(w)
+    assert server.create_params == [{"lenient": "true"}]
+    assert events == [WatchTopicDeleted("jobs", 0)]
+
+
+def test_watch_arguments_are_validated() -> None:
+    api = Api("sync", lambda r: ok({}))
+    with pytest.raises(ValueError, match="at least one topic"):
+        api.client.watch([])
+    with pytest.raises(ValueError, match="from_seq"):
+        api.client.watch({"jobs": -1})
+    with pytest.raises(SeglogProtocolError):
+        api.client.watch("jobs", last_event_id="%%%")
