@@ -64,6 +64,8 @@ from seglog.client.types import (
     TopicSummary,
 )
 from seglog.client.watch import AsyncWatch, Watch
+from seglog.client.websocket import WebSocket
+from seglog.client.websocket_aio import AsyncWebSocket
 
 __all__ = [
     "EXCEPTION_BY_CODE",
@@ -71,6 +73,7 @@ __all__ = [
     "AsyncClient",
     "AsyncReader",
     "AsyncWatch",
+    "AsyncWebSocket",
     "BatchTooLarge",
     "Client",
     "Deleted",
@@ -121,6 +124,7 @@ __all__ = [
     "WatchSession",
     "WatchTombstone",
     "WatchTopicDeleted",
+    "WebSocket",
     "decode_cursor",
     "encode_cursor",
 ]

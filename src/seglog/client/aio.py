@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from seglog.client import _base, _watch
+from seglog.client import _base, _watch, _ws
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -34,6 +34,8 @@ from seglog.client.types import (
     TopicSummary,
 )
 from seglog.client.watch import AsyncWatch
+from seglog.client.websocket import ws_headers
+from seglog.client.websocket_aio import AsyncWebSocket
 
 T = TypeVar("T")
 
@@ -309,6 +311,11 @@ class AsyncClient(BaseClient):
             reconnect=reconnect,
         )
         return AsyncWatch(self, state)
+
+    def websocket(self) -> AsyncWebSocket:
+        """A WebSocket session on `/v0/ws` (API.md §8) with this client's URL, key and
+        timeout; it connects on first use (or on entering it as a context manager)."""
+        return AsyncWebSocket(_ws.ws_url(self.url), ws_headers(self._http.headers), self.timeout)
 
     # --- metrics ----------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from seglog.client import _base, _watch
+from seglog.client import _base, _watch, _ws
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -33,6 +33,7 @@ from seglog.client.types import (
     TopicSummary,
 )
 from seglog.client.watch import Watch
+from seglog.client.websocket import WebSocket, ws_headers
 
 T = TypeVar("T")
 
@@ -304,6 +305,11 @@ class Client(BaseClient):
             reconnect=reconnect,
         )
         return Watch(self, state)
+
+    def websocket(self) -> WebSocket:
+        """A WebSocket session on `/v0/ws` (API.md §8) with this client's URL, key and
+        timeout; it connects on first use (or on entering it as a context manager)."""
+        return WebSocket(_ws.ws_url(self.url), ws_headers(self._http.headers), self.timeout)
 
     # --- metrics ----------------------------------------------------------------------------
 
