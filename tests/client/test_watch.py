@@ -363,26 +363,62 @@ async def test_last_event_id_resumes_a_new_watch(make_api: MakeApi) -> None:
     assert server.creates[0]["topics"] == {"jobs": {"from_seq": 7}, "events": {"from_seq": 0}}
 
 
-async def test_tombstone_moves_the_cursor_even_backwards(make_api: MakeApi) -> None:
+async def test_a_recreated_topic_restarts_the_cursor(make_api: MakeApi) -> None:
+    # The topic was deleted and recreated: the old cursor 10 is past the new head 5, so the
+    # server reports gap 1..5 and then delivers the new instance's live records 2..5.
     recreated = {
         "topic": "jobs",
         "reason": "recreated",
         "gap_from": 1,
-        "gap_to": 3,
-        "earliest_seq": 4,
-        "head_seq": 3,
+        "gap_to": 5,
+        "earliest_seq": 2,
+        "head_seq": 5,
     }
-    stream = RETRY + recs("jobs", 9, [10]) + frame("tombstone", recreated) + recs("jobs", 3, [4])
-    server = ScriptedWatchServer([Step([stream + deleted("jobs")])])
+    stream = (
+        RETRY
+        + recs("jobs", 9, [10])
+        + frame("tombstone", recreated)
+        + recs("jobs", 1, [2, 3, 4, 5])
+        + deleted("jobs")
+    )
+    server = ScriptedWatchServer([Step([stream])])
     api = make_api(server)
-    events = await api.collect(api.client.watch({"jobs": 9}))
-    assert [type(e).__name__ for e in events] == [
-        "WatchRecord",
-        "WatchTombstone",
-        "WatchRecord",
-        "WatchTopicDeleted",
+    w = api.client.watch({"jobs": 9})
+    events = await api.collect(w, 2)
+    assert isinstance(events[1], WatchTombstone)
+    assert w.cursors == {"jobs": 1}
+    events += await api.collect(w)
+    assert seqs_of(events) == [10, 2, 3, 4, 5]
+
+
+async def test_a_gap_moves_the_cursor_to_its_end(make_api: MakeApi) -> None:
+    gap = {
+        "topic": "jobs",
+        "reason": "ttl",
+        "gap_from": 4,
+        "gap_to": 7,
+        "earliest_seq": 8,
+        "head_seq": 9,
+    }
+    # A first read after a reopen reports `from_seq_too_old` whatever the cause.
+    too_old = {**gap, "gap_from": 8, "gap_to": 8, "reason": "from_seq_too_old", "earliest_seq": 9}
+    stream = RETRY + frame("tombstone", gap) + recs("jobs", 7, [8])
+    server = ScriptedWatchServer(
+        [
+            Step([stream], fail=disconnect()),
+            Step([RETRY + frame("tombstone", too_old) + recs("jobs", 8, [9]) + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    w = api.client.watch({"jobs": 3})
+    events = await api.collect(w, 1)
+    assert w.cursors == {"jobs": 7}
+    events += await api.collect(w)
+    assert seqs_of(events) == [8, 9]
+    assert [e.reason for e in events if isinstance(e, WatchTombstone)] == [
+        "ttl",
+        "from_seq_too_old",
     ]
-    assert seqs_of(events) == [10, 4]
 
 
 async def test_lenient_and_unknown_topics(make_api: MakeApi) -> None:

@@ -200,6 +200,7 @@ def _follow(c: Client, topic: str, start: int) -> None:
         for ev in w:
             if isinstance(ev, WatchRecord):
                 _emit_json(_record_json(ev))
+                sys.stdout.flush()  # a live tail is read as it happens, often through a pipe
             elif isinstance(ev, WatchTombstone):
                 _note(f"gap: {ev.describe()}")
             elif isinstance(ev, WatchTopicDeleted):

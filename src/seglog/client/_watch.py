@@ -9,8 +9,11 @@ every record of the batch has been pulled), so a caller that stops anywhere and 
 as `Last-Event-ID`, which the server only uses to rewind (API.md §7.4); a record at or below its
 topic's cursor is dropped, so even a server that rewinds too far cannot cause a duplicate.
 
-A tombstone sets the cursor to `gap_to`, as the server does, even when that moves it backwards:
-a gap starting at or below the cursor means the topic was recreated and its seqs restarted.
+A tombstone sets the cursor to `gap_to`; but a gap that starts at or below the cursor (reason
+`recreated`, or `from_seq_too_old` on the first read after a reopen) means the topic was
+recreated and its seqs restarted, so the cursor moves *back* to just below the new instance's
+`earliest_seq` (SEMANTICS §4.4 "continue the walk after E − 1") and the records that follow are
+delivered, not mistaken for ones already handed out (`cursor_after_tombstone`).
 
 Reconnect decisions (`stream_failed` / `create_failed` / `stream_ended`): transport errors,
 5xx, 429, a clean end of the stream while topics remain, and the `server_shutting_down` error
@@ -39,6 +42,7 @@ from seglog.client._base import (
 )
 from seglog.client.cursors import decode_cursor, encode_cursor
 from seglog.client.events import (
+    RECREATED,
     WatchCaughtUp,
     WatchEvent,
     WatchRecord,
@@ -200,7 +204,8 @@ class WatchState:
             elif item.event == "tombstone":
                 tomb = WatchTombstone.from_json(obj)
                 if tomb.topic in self.live:
-                    self.cursors[tomb.topic] = tomb.gap_to
+                    prev = self.cursors.get(tomb.topic, 0)
+                    self.cursors[tomb.topic] = cursor_after_tombstone(prev, tomb)
                     yield tomb
             elif item.event == "caught-up":
                 yield WatchCaughtUp.from_json(obj)
@@ -280,6 +285,13 @@ class WatchState:
         if isinstance(failure, SeglogHTTPError) and (retryable(failure) or failure.status >= 500):
             return self._backoff(failure, failure.retry_after)
         raise failure
+
+
+def cursor_after_tombstone(cursor: int, tomb: WatchTombstone) -> int:
+    """Where a topic's cursor stands once `tomb` is handed out (see the module docstring)."""
+    if tomb.reason == RECREATED or tomb.gap_from <= cursor:
+        return max(min(tomb.gap_to, tomb.earliest_seq - 1), 0)
+    return tomb.gap_to
 
 
 def _frame_json(item: SSEEvent) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from seglog.client._watch import topic_starts
+from seglog.client._watch import cursor_after_tombstone, topic_starts
 from seglog.client.events import (
     WatchCaughtUp,
     WatchEvent,
@@ -111,7 +111,8 @@ class WsProtocol:
             return events
         if op == "tombstone":
             tomb = WatchTombstone.from_json(obj)
-            self.cursors[tomb.topic] = tomb.gap_to
+            prev = self.cursors.get(tomb.topic, 0)
+            self.cursors[tomb.topic] = cursor_after_tombstone(prev, tomb)
             return [tomb]
         if op == "caught_up":
             return [WatchCaughtUp.from_json(obj)]
