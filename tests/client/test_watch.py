@@ -65,6 +65,7 @@ async def test_create_body_and_stream_headers(make_api: MakeApi) -> None:
     w = api.client.watch(
         {"jobs": 4096, "events": None},
         node="worker-eu-1",
+        topic_nodes={"jobs": ("relay-1", "relay-2")},
         limit=256,
         max_batch_bytes=262144,
         heartbeat_ms=15000,
@@ -73,7 +74,10 @@ async def test_create_body_and_stream_headers(make_api: MakeApi) -> None:
     events = await api.collect(w)
     assert server.creates == [
         {
-            "topics": {"jobs": {"from_seq": 4096}, "events": {"tail": True}},
+            "topics": {
+                "jobs": {"from_seq": 4096, "node": ["relay-1", "relay-2"]},
+                "events": {"tail": True},
+            },
             "node": "worker-eu-1",
             "limit": 256,
             "max_batch_bytes": 262144,
@@ -199,7 +203,9 @@ async def test_404_on_resume_creates_a_new_session_from_the_cursors(make_api: Ma
         ]
     )
     api = make_api(server)
-    events = await api.collect(api.client.watch({"jobs": 0, "events": 7}))
+    events = await api.collect(
+        api.client.watch({"jobs": 0, "events": 7}, topic_nodes={"events": "me"})
+    )
     assert [(e.topic, e.seq) for e in events if isinstance(e, WatchRecord)] == [
         ("jobs", 1),
         ("jobs", 2),
@@ -207,7 +213,10 @@ async def test_404_on_resume_creates_a_new_session_from_the_cursors(make_api: Ma
         ("events", 8),
         ("jobs", 4),
     ]
-    assert server.creates[1]["topics"] == {"jobs": {"from_seq": 3}, "events": {"from_seq": 8}}
+    assert server.creates[1]["topics"] == {
+        "jobs": {"from_seq": 3},
+        "events": {"from_seq": 8, "node": "me"},
+    }
     assert server.create_params == [{}, {"lenient": "true"}]
     assert server.gets[2].url.path == "/v0/watch/wid_0000000000000000000002"
     assert server.gets[2].headers["last-event-id"] == cursor_id({"events": 8, "jobs": 3})
@@ -428,6 +437,13 @@ async def test_lenient_and_unknown_topics(make_api: MakeApi) -> None:
     events = await api.collect(w)
     assert server.create_params == [{"lenient": "true"}]
     assert events == [WatchTopicDeleted("jobs", 0)]
+
+
+def test_reconnect_policy_is_validated() -> None:
+    with pytest.raises(ValueError, match="ReconnectPolicy"):
+        ReconnectPolicy(initial=-1)
+    with pytest.raises(ValueError, match="ReconnectPolicy"):
+        ReconnectPolicy(attempts=-1)
 
 
 def test_watch_arguments_are_validated() -> None:

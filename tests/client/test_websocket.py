@@ -55,7 +55,7 @@ async def test_subscribe_pushes_backlog_then_caught_up(
     fake.topics["room"] = [{"$seq": 1, "$ts": 10, "data": "a"}, {"$seq": 2, "$ts": 11, "data": "b"}]
     ws = session(make_api, fake.url)
     try:
-        sub = await settle(ws.subscribe({"room": 1}, include_tags=True))
+        sub = await settle(ws.subscribe({"room": 1}, include_tags=True, topic_nodes={"room": "me"}))
         assert sub == Subscribed({"room": TopicStart(1, 2, 1)})
         assert await events(ws, 2) == [
             WatchRecord("room", 2, 11, "b", 2),
@@ -66,7 +66,7 @@ async def test_subscribe_pushes_backlog_then_caught_up(
         assert cmd == {
             "op": "subscribe",
             "request_id": cmd["request_id"],
-            "topics": {"room": {"from_seq": 1}},
+            "topics": {"room": {"from_seq": 1, "node": "me"}},
             "include_data": True,
             "include_tags": True,
             "include_meta": True,

@@ -25,7 +25,7 @@ is created from the cursors, immediately the first time. Anything else is raised
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
@@ -68,6 +68,7 @@ class WatchOptions:
     """The session request's settings other than topics (API.md §7.1); None ⇒ server default."""
 
     node: str | list[str] | None = None
+    topic_nodes: dict[str, str | list[str]] = field(default_factory=dict)
     limit: int | None = None
     max_batch_bytes: int | None = None
     heartbeat_ms: int | None = None
@@ -77,6 +78,9 @@ class WatchOptions:
     lenient: bool = False
 
     def body(self, topics: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        for name, spec in topics.items():
+            if name in self.topic_nodes:
+                spec["node"] = self.topic_nodes[name]
         body: dict[str, Any] = {"topics": topics}
         for key in ("node", "limit", "max_batch_bytes", "heartbeat_ms"):
             value = getattr(self, key)
@@ -105,6 +109,14 @@ class ReconnectPolicy:
     initial: float = 1.0
     max_delay: float = 30.0
     attempts: int | None = None
+
+    def __post_init__(self) -> None:
+        if (
+            self.initial < 0
+            or self.max_delay < 0
+            or (self.attempts is not None and self.attempts < 0)
+        ):
+            raise ValueError("ReconnectPolicy: initial, max_delay and attempts must be >= 0")
 
     def delay(
         self, attempt: int, base: float, retry_after: float | None, rng: RandomSource
@@ -334,6 +346,11 @@ def topic_starts(
     return starts
 
 
+def nodes_value(node: str | Sequence[str]) -> str | list[str]:
+    """A `node` field: one id, or several (API.md §4)."""
+    return node if isinstance(node, str) else list(node)
+
+
 def new_state(
     topics: str | Sequence[str] | Mapping[str, int | None],
     rng: RandomSource,
@@ -342,6 +359,7 @@ def new_state(
     tail: bool,
     last_event_id: str | None,
     node: str | Sequence[str] | None,
+    topic_nodes: Mapping[str, str | Sequence[str]] | None,
     limit: int | None,
     max_batch_bytes: int | None,
     heartbeat_ms: int | None,
@@ -355,7 +373,8 @@ def new_state(
     resume = None if last_event_id is None else decode_cursor(last_event_id)
     starts = topic_starts(topics, from_seq=from_seq, tail=tail, resume=resume)
     options = WatchOptions(
-        node=node if node is None or isinstance(node, str) else list(node),
+        node=None if node is None else nodes_value(node),
+        topic_nodes={t: nodes_value(n) for t, n in (topic_nodes or {}).items()},
         limit=limit,
         max_batch_bytes=max_batch_bytes,
         heartbeat_ms=heartbeat_ms,

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from seglog.client._watch import cursor_after_tombstone, topic_starts
+from seglog.client._watch import cursor_after_tombstone, nodes_value, topic_starts
 from seglog.client.events import (
     WatchCaughtUp,
     WatchEvent,
@@ -129,6 +129,7 @@ def subscribe_fields(
     from_seq: int,
     tail: bool,
     node: str | Sequence[str] | None,
+    topic_nodes: Mapping[str, str | Sequence[str]] | None,
     limit: int | None,
     max_batch_bytes: int | None,
     include_data: bool,
@@ -139,12 +140,14 @@ def subscribe_fields(
     starts = topic_starts(topics, from_seq=from_seq, tail=tail, resume=None)
     if not starts:
         raise ValueError("subscribe needs at least one topic")
+    specs: dict[str, dict[str, Any]] = {}
+    for name, seq in starts.items():
+        specs[name] = {"tail": True} if seq is None else {"from_seq": seq}
+        if topic_nodes and name in topic_nodes:
+            specs[name]["node"] = nodes_value(topic_nodes[name])
     return {
-        "topics": {
-            name: {"tail": True} if seq is None else {"from_seq": seq}
-            for name, seq in starts.items()
-        },
-        "node": node if node is None or isinstance(node, str) else list(node),
+        "topics": specs,
+        "node": None if node is None else nodes_value(node),
         "limit": limit,
         "max_batch_bytes": max_batch_bytes,
         "include_data": include_data,

@@ -270,6 +270,7 @@ class Client(BaseClient):
         tail: bool = False,
         last_event_id: str | None = None,
         node: str | Sequence[str] | None = None,
+        topic_nodes: Mapping[str, str | Sequence[str]] | None = None,
         limit: int | None = None,
         max_batch_bytes: int | None = None,
         heartbeat_ms: int | None = None,
@@ -283,10 +284,13 @@ class Client(BaseClient):
 
         `topics`: a name or names (each starting after `from_seq`, or at the head with
         `tail=True`), or a mapping name → from_seq (None = the head). `last_event_id` from an
-        earlier watch overrides the start of the topics it names. Yields `WatchRecord`,
-        `WatchTombstone`, `WatchCaughtUp`, `WatchTopicDeleted`; reconnects and resumes by
-        itself (see `ReconnectPolicy`) without losing or repeating a record, and ends when
-        every watched topic is deleted. Use it as a context manager, or `close()` it.
+        earlier watch overrides the start of the topics it names. `node` drops records
+        written by these node ids (loop prevention); `topic_nodes` adds ids per topic.
+
+        Yields `WatchRecord`, `WatchTombstone`, `WatchCaughtUp` and `WatchTopicDeleted`;
+        reconnects and resumes by itself (see `ReconnectPolicy`) without losing or repeating
+        a record, and ends when every watched topic is deleted. Use it as a context manager,
+        or `close()` it.
         """
         state = _watch.new_state(
             topics,
@@ -295,6 +299,7 @@ class Client(BaseClient):
             tail=tail,
             last_event_id=last_event_id,
             node=node,
+            topic_nodes=topic_nodes,
             limit=limit,
             max_batch_bytes=max_batch_bytes,
             heartbeat_ms=heartbeat_ms,
