@@ -298,6 +298,21 @@ async def test_backoff_grows_is_capped_and_gives_up(make_api: MakeApi) -> None:
     assert api.sleeps == [0.75, 1.5, 3.0, 5.0 * 0.75]
 
 
+async def test_the_servers_retry_sets_the_backoff_base(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step([b"retry:500\n\n" + recs("jobs", 0, [1])], fail=disconnect()),
+            Step([], fail=disconnect()),
+            Step([b"retry: 8000\n\n"], fail=disconnect()),
+            Step([RETRY + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server)
+    await api.collect(api.client.watch("jobs"))
+    # 0.5 s · 2^0, 0.5 s · 2^1, then the new 8 s · 2^2 = 32 s, capped at max_delay 30 s.
+    assert api.sleeps == [0.5 * 0.75, 1.0 * 0.75, 30.0 * 0.75]
+
+
 async def test_after_a_good_frame_the_backoff_restarts(make_api: MakeApi) -> None:
     server = ScriptedWatchServer(
         [

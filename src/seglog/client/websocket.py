@@ -1,8 +1,8 @@
 """`WebSocket`: a session on `GET /v0/ws` (API.md §8); `AsyncWebSocket` (`websocket_aio.py`)
 is its asyncio twin and shares the helpers here.
 
-Built on the `websockets` library (sync and asyncio clients with one maintainer and no
-dependencies; httpx has no WebSocket support of its own). Commands (`subscribe`, `unsubscribe`,
+Built on the `websockets` library: mature and actively maintained, no dependencies of its own,
+and both a sync and an asyncio client with the same model (httpx has no WebSocket support). Commands (`subscribe`, `unsubscribe`,
 `publish`, `ping`) return typed replies or raise the client's exception for the server's error
 code; pushed data arrives by iterating the session, as the same `WatchEvent`s `watch()` yields.
 
