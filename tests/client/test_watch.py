@@ -7,13 +7,16 @@ slept; the RNG is fixed at 0.5, so a reconnect after the server's `retry: 2000` 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
 from seglog.client import (
+    AsyncClient,
     InternalError,
     ReconnectPolicy,
     SeglogConnectionError,
@@ -25,8 +28,9 @@ from seglog.client import (
     WatchTombstone,
     WatchTopicDeleted,
 )
-from tests.client.conftest import Api, MakeApi, err, ok
+from tests.client.conftest import BASE_URL, Api, FixedRng, MakeApi, err, ok
 from tests.client.watch_fakes import (
+    ChunkStream,
     ScriptedWatchServer,
     Step,
     cursor_id,
@@ -326,6 +330,21 @@ async def test_after_a_good_frame_the_backoff_restarts(make_api: MakeApi) -> Non
     assert api.sleeps == [FIRST_DELAY, FIRST_DELAY]
 
 
+async def test_a_silent_stream_times_out_and_reconnects(make_api: MakeApi) -> None:
+    server = ScriptedWatchServer(
+        [
+            Step([RETRY + recs("jobs", 0, [1])], fail=httpx.ReadTimeout("no heartbeat")),
+            Step([RETRY + deleted("jobs")]),
+        ]
+    )
+    api = make_api(server, timeout=3.0)
+    assert seqs_of(await api.collect(api.client.watch("jobs", heartbeat_ms=2000))) == [1]
+    assert api.sleeps == [FIRST_DELAY]
+    # Two missed heartbeats plus slack, not the client's 3 s request timeout.
+    timeouts = server.gets[0].extensions["timeout"]
+    assert timeouts["read"] == 2 * 2.0 + 5.0 and timeouts["connect"] == 3.0
+
+
 async def test_a_clean_end_with_topics_left_reconnects(make_api: MakeApi) -> None:
     server = ScriptedWatchServer(
         [Step([RETRY + recs("jobs", 0, [1])]), Step([RETRY + deleted("jobs")])]
@@ -452,6 +471,32 @@ async def test_lenient_and_unknown_topics(make_api: MakeApi) -> None:
     events = await api.collect(w)
     assert server.create_params == [{"lenient": "true"}]
     assert events == [WatchTopicDeleted("jobs", 0)]
+
+
+async def test_cancelling_an_async_watch_releases_the_stream() -> None:
+    class Stalled(ChunkStream):
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            yield RETRY + recs("jobs", 0, [1])
+            await asyncio.Event().wait()  # a server that has nothing more to say
+
+    stream = Stalled([])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.method == "POST":
+            return ScriptedWatchServer([])(request)
+        return httpx.Response(200, headers={"Content-Type": "text/event-stream"}, stream=stream)
+
+    async with AsyncClient(BASE_URL, transport=httpx.MockTransport(handler), rng=FixedRng()) as c:
+        w = c.watch("jobs")
+        first = await anext(w)
+        assert isinstance(first, WatchRecord) and first.seq == 1
+        pending = asyncio.ensure_future(anext(w))
+        await asyncio.sleep(0)  # let it block on the stalled stream (scheduling, not timing)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        await w.aclose()
+    assert stream.closed
 
 
 def test_reconnect_policy_is_validated() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import socket
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 
 from seglog.client import (
     Appended,
+    AsyncClient,
     InvalidRequest,
     SeglogConnectionError,
     SeglogProtocolError,
@@ -216,3 +218,23 @@ def test_decode_errors() -> None:
         p.decode("not json")
     with pytest.raises(SeglogProtocolError):
         p.decode('{"op":"record","topic":"room"}')
+
+
+async def test_async_one_task_iterates_while_another_publishes(fake: FakeWsServer) -> None:
+    fake.topics["room"] = []
+    async with AsyncClient(fake.url, api_key="k1") as client, client.websocket() as ws:
+        await ws.subscribe("room")
+
+        async def reader() -> list[int]:
+            seqs: list[int] = []
+            async for ev in ws:
+                if isinstance(ev, WatchRecord):
+                    seqs.append(ev.seq)
+                    if len(seqs) == 5:
+                        return seqs
+            return seqs
+
+        task = asyncio.ensure_future(reader())
+        acks = [await ws.publish("room", [{"data": i}]) for i in range(5)]
+        assert [a.first_seq for a in acks] == [1, 2, 3, 4, 5]
+        assert await asyncio.wait_for(task, 10) == [1, 2, 3, 4, 5]
