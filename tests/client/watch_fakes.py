@@ -1,4 +1,5 @@
-"""Scripted fakes of the watch endpoints (API.md §7) for `httpx.MockTransport`.
+"""Scripted fakes of the watch endpoints (API.md §7) for `httpx.MockTransport`, and the
+frame shorthands the watch tests share.
 
 `ScriptedWatchServer` answers `POST /v0/watch` with a session built from the request body and
 each `GET /v0/watch/:wid` with the next scripted step: raw SSE bytes (split into the given
@@ -9,6 +10,7 @@ chunks), optionally ending in a transport error, or a ready-made response (e.g. 
 from __future__ import annotations
 
 import base64
+import inspect
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import httpx
 import orjson
 
+from seglog.client import WatchRecord
 from tests.client.conftest import body_of, ok
 
 
@@ -140,3 +143,28 @@ class ScriptedWatchServer:
                 "performance": {"server_total_ms": 0.1},
             }
         )
+
+
+# --- shorthands for the watch tests ---------------------------------------------------------
+
+RETRY = b"retry: 2000\n\n"  # what the server sends first on every stream
+FIRST_DELAY = 2.0 * 0.75  # the first reconnect after it: 2 s · 2^0 · jitter 0.75 (FixedRng)
+
+
+async def settle(value: Any) -> Any:
+    """Await `value` if the async client returned a coroutine; the sync one's is final."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def deleted(topic: str) -> bytes:
+    return frame("topic-deleted", {"topic": topic, "head_seq": 0, "reason": "deleted"})
+
+
+def recs(topic: str, frm: int, seqs: list[int], head: int = 100, to: int | None = None) -> bytes:
+    """A `record` frame of `seqs` read after `frm` (`to_seq` defaults to the last seq)."""
+    last = to if to is not None else seqs[-1]
+    return frame("record", records_frame(topic, frm, seqs, head, to), cursor_id({topic: last}))
+
+
+def seqs_of(events: list[Any]) -> list[int]:
+    return [e.seq for e in events if isinstance(e, WatchRecord)]
