@@ -158,6 +158,14 @@ async def test_other_error_frames_raise_typed(make_api: MakeApi) -> None:
         await api.collect(api.client.watch("jobs"))
 
 
+async def test_a_stream_that_is_not_sse_is_refused(make_api: MakeApi) -> None:
+    page = httpx.Response(200, headers={"Content-Type": "text/html"}, text="<html>proxy</html>")
+    server = ScriptedWatchServer([Step(response=page)])
+    api = make_api(server)
+    with pytest.raises(SeglogProtocolError, match="not text/event-stream"):
+        await api.collect(api.client.watch("jobs"))
+
+
 async def test_malformed_frame_is_a_protocol_error(make_api: MakeApi) -> None:
     server = ScriptedWatchServer([Step([RETRY + b"event: record\ndata: {nope\n\n"])])
     api = make_api(server)

@@ -148,7 +148,6 @@ class WatchState:
         self._expired_streak = 0
         self.done = False
         self.restart = False  # the server asked us to reconnect (shutdown error frame)
-        self.server_event_id: str | None = None
 
     # --- session ------------------------------------------------------------------------------
 
@@ -208,7 +207,6 @@ class WatchState:
         if isinstance(item, SSEComment):
             return
         self.attempt, self._expired_streak = 0, 0  # a real frame: the stream works
-        self.server_event_id = item.id
         obj = _frame_json(item)
         try:
             if item.event == "record":
@@ -297,6 +295,14 @@ class WatchState:
         if isinstance(failure, SeglogHTTPError) and (retryable(failure) or failure.status >= 500):
             return self._backoff(failure, failure.retry_after)
         raise failure
+
+
+def check_event_stream(resp: httpx.Response) -> None:
+    """A 2xx stream that is not `text/event-stream` (a proxy's page, a wrong route) would
+    decode to nothing and be reopened forever: refuse it."""
+    ctype = resp.headers.get("content-type", "")
+    if ctype.split(";")[0].strip().lower() != "text/event-stream":
+        raise SeglogProtocolError(f"watch stream answered {ctype!r}, not text/event-stream")
 
 
 def cursor_after_tombstone(cursor: int, tomb: WatchTombstone) -> int:

@@ -21,7 +21,7 @@ from typing import Protocol, Self, TypeVar
 import httpx
 
 from seglog.client._base import Call, RequestSpec, error_from_response
-from seglog.client._watch import WatchState
+from seglog.client._watch import WatchState, check_event_stream
 from seglog.client.events import WatchEvent, WatchSession
 from seglog.client.exceptions import SeglogClientError
 from seglog.client.sse import SSEDecoder
@@ -126,6 +126,7 @@ class Watch(_WatchView):
             if not resp.is_success:
                 resp.read()
                 return st.stream_failed(error_from_response(resp))
+            check_event_stream(resp)
             decoder = SSEDecoder()
             for chunk in resp.iter_bytes():
                 for item in decoder.feed(chunk):
@@ -217,6 +218,7 @@ class AsyncWatch(_WatchView):
                 await resp.aread()
                 self._delay = st.stream_failed(error_from_response(resp))
                 return
+            check_event_stream(resp)
             decoder = SSEDecoder()
             async for chunk in resp.aiter_bytes():
                 for item in decoder.feed(chunk):
