@@ -11,7 +11,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from seglog.client import Client, SeglogClientError, Tombstone
+from seglog.client import (
+    Client,
+    ReadRecord,
+    SeglogClientError,
+    Tombstone,
+    WatchRecord,
+    WatchTombstone,
+    WatchTopicDeleted,
+)
 
 URL = Annotated[str, typer.Option("--url", envvar="SEGLOG_URL", help="Server base URL.")]
 KEY = Annotated[
@@ -158,10 +166,11 @@ def tail(
     from_seq: Annotated[int | None, typer.Option("--from", help="Start after this seq.")] = None,
     last: Annotated[int | None, typer.Option(help="Start with the last N records.")] = None,
     follow: Annotated[
-        bool, typer.Option("--follow", "-f", help="Keep waiting for new records.")
+        bool, typer.Option("--follow", "-f", help="Keep streaming new records (live watch).")
     ] = False,
 ) -> None:
-    """Print records (one JSON object per line); gaps appear as tombstone lines."""
+    """Print records (one JSON object per line). Gaps appear as tombstone lines; with
+    `--follow` they are explained on stderr, and the stream survives server restarts."""
     try:
         with _client(url, api_key) as c:
             if from_seq is not None:
@@ -169,15 +178,51 @@ def tail(
             else:
                 st = c.get_topic(topic, touch=False)
                 start = max(st.head_seq - (last if last is not None else 10), 0)
-            for item in c.read(topic, start, follow=follow, include_tags=True):
+            if follow:
+                _follow(c, topic, start)
+                return
+            for item in c.read(topic, start, include_tags=True):
                 if isinstance(item, Tombstone):
                     _emit_json({"tombstone": _asdict(item)})
                 else:
-                    _emit_json(_asdict(item))
+                    _emit_json(_record_json(item))
     except SeglogClientError as e:
         raise _fail(e) from None
     except KeyboardInterrupt:
         pass
+
+
+def _follow(c: Client, topic: str, start: int) -> None:
+    """Stream `topic` after `start` over the SSE watch until the topic is deleted. The watch
+    resumes by itself (Last-Event-ID, or a new session from its cursor after a restart), so
+    nothing printed is ever printed twice and nothing is skipped silently."""
+    with c.watch({topic: start}, include_tags=True) as w:
+        for ev in w:
+            if isinstance(ev, WatchRecord):
+                _emit_json(_record_json(ev))
+                sys.stdout.flush()  # a live tail is read as it happens, often through a pipe
+            elif isinstance(ev, WatchTombstone):
+                _note(f"gap: {ev.describe()}")
+            elif isinstance(ev, WatchTopicDeleted):
+                _note(f"{ev.topic}: topic deleted; nothing more will come")
+
+
+def _note(text: str) -> None:
+    sys.stdout.flush()  # keep the note after the records printed before it
+    err.print(text, markup=False, highlight=False, style="yellow")
+
+
+def _record_json(rec: ReadRecord | WatchRecord) -> dict[str, Any]:
+    """One output line: seq, ts, data, then node/tag/meta when present (both tail modes)."""
+    fields = {
+        "seq": rec.seq,
+        "ts": rec.ts,
+        "data": rec.data,
+        "node": rec.node,
+        "tag": rec.tag,
+        "meta": rec.meta,
+    }
+    return {k: v for k, v in fields.items() if v is not None}
 
 
 def lag(

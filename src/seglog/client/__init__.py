@@ -5,7 +5,20 @@ dataclasses from `seglog.client.types`, failures are `SeglogClientError` subclas
 `seglog.client.exceptions` (one per wire error code).
 """
 
+from seglog.client._watch import ReconnectPolicy
 from seglog.client.aio import AsyncClient, AsyncReader
+from seglog.client.cursors import decode_cursor, encode_cursor
+from seglog.client.events import (
+    Subscribed,
+    TopicStart,
+    Unsubscribed,
+    WatchCaughtUp,
+    WatchEvent,
+    WatchRecord,
+    WatchSession,
+    WatchTombstone,
+    WatchTopicDeleted,
+)
 from seglog.client.exceptions import (
     EXCEPTION_BY_CODE,
     BatchTooLarge,
@@ -50,12 +63,17 @@ from seglog.client.types import (
     TopicState,
     TopicSummary,
 )
+from seglog.client.watch import AsyncWatch, Watch
+from seglog.client.websocket import WebSocket
+from seglog.client.websocket_aio import AsyncWebSocket
 
 __all__ = [
     "EXCEPTION_BY_CODE",
     "Appended",
     "AsyncClient",
     "AsyncReader",
+    "AsyncWatch",
+    "AsyncWebSocket",
     "BatchTooLarge",
     "Client",
     "Deleted",
@@ -73,6 +91,7 @@ __all__ = [
     "ReadRecord",
     "Reader",
     "Ready",
+    "ReconnectPolicy",
     "RecordTooLarge",
     "RouterCycle",
     "RouterNotFound",
@@ -82,6 +101,7 @@ __all__ = [
     "SeglogProtocolError",
     "SeglogTimeoutError",
     "ShuttingDown",
+    "Subscribed",
     "Throttled",
     "Tombstone",
     "TopicDeleted",
@@ -91,8 +111,20 @@ __all__ = [
     "TopicNotFound",
     "TopicPage",
     "TopicPut",
+    "TopicStart",
     "TopicState",
     "TopicSummary",
     "Unauthorized",
+    "Unsubscribed",
     "UnsupportedMediaType",
+    "Watch",
+    "WatchCaughtUp",
+    "WatchEvent",
+    "WatchRecord",
+    "WatchSession",
+    "WatchTombstone",
+    "WatchTopicDeleted",
+    "WebSocket",
+    "decode_cursor",
+    "encode_cursor",
 ]

@@ -204,3 +204,44 @@ def http_error(
     if cls is None:
         return SeglogHTTPError(status, UNKNOWN_CODE, message, detail, retry_after, wire_code=code)
     return cls(status, cls.code_value, message, detail, retry_after, wire_code=code)
+
+
+# The HTTP status each wire code is sent with (API.md §0.6). In-band errors (WebSocket `error`
+# messages, SSE `error` frames) carry only a code; they get the status the same failure would
+# have had over HTTP, so `except TopicNotFound` and `.status` mean the same on every transport.
+_STATUS_BY_CODE: dict[str, int] = {
+    **dict.fromkeys(("invalid_request", "batch_too_large", "record_too_large"), 400),
+    "unauthorized": 401,
+    "forbidden": 403,
+    **dict.fromkeys(("topic_not_found", "router_not_found", "not_found"), 404),
+    "method_not_allowed": 405,
+    "not_acceptable": 406,
+    **dict.fromkeys(
+        ("router_cycle", "topic_exists_incompatible", "topic_not_empty", "not_a_queue"), 409
+    ),
+    "payload_too_large": 413,
+    "unsupported_media_type": 415,
+    "topic_full": 422,
+    "throttled": 429,
+    "internal": 500,
+    **dict.fromkeys(("not_ready", "shutting_down", "server_shutting_down"), 503),
+    # WebSocket-only codes: a command the server could not parse or a binary frame.
+    **dict.fromkeys(("invalid_json", "unsupported_message"), 400),
+}
+
+# Codes that only exist in-band but mean an existing exception class.
+_IN_BAND_ALIASES = {
+    "server_shutting_down": ShuttingDown.code_value,
+    "invalid_json": InvalidRequest.code_value,
+    "unsupported_message": InvalidRequest.code_value,
+}
+
+
+def in_band_error(code: str, message: str, detail: dict[str, Any] | None = None) -> SeglogHTTPError:
+    """The exception for an error reported inside a stream or socket rather than as an HTTP
+    response; `wire_code` keeps the code exactly as received."""
+    status = _STATUS_BY_CODE.get(code, 0)
+    cls = EXCEPTION_BY_CODE.get(_IN_BAND_ALIASES.get(code, code))
+    if cls is None:
+        return SeglogHTTPError(status, UNKNOWN_CODE, message, detail, wire_code=code)
+    return cls(status, cls.code_value, message, detail, wire_code=code)

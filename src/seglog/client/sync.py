@@ -13,9 +13,10 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from seglog.client import _base
+from seglog.client import _base, _watch, _ws
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
+from seglog.client._watch import ReconnectPolicy
 from seglog.client.exceptions import SeglogConnectionError, SeglogHTTPError
 from seglog.client.types import (
     Appended,
@@ -31,6 +32,8 @@ from seglog.client.types import (
     TopicState,
     TopicSummary,
 )
+from seglog.client.watch import Watch
+from seglog.client.websocket import WebSocket, ws_headers
 
 T = TypeVar("T")
 
@@ -256,6 +259,62 @@ class Client(BaseClient):
         match: str | Sequence[str] | None = None,
     ) -> Deleted:
         return self._call(_base.delete_records(topic, before_seq, match))
+
+    # --- live delivery ----------------------------------------------------------------------
+
+    def watch(
+        self,
+        topics: str | Sequence[str] | Mapping[str, int | None],
+        *,
+        from_seq: int = 0,
+        tail: bool = False,
+        last_event_id: str | None = None,
+        node: str | Sequence[str] | None = None,
+        topic_nodes: Mapping[str, str | Sequence[str]] | None = None,
+        limit: int | None = None,
+        max_batch_bytes: int | None = None,
+        heartbeat_ms: int | None = None,
+        include_meta: bool = True,
+        include_tags: bool = False,
+        include_data: bool = True,
+        lenient: bool = False,
+        reconnect: ReconnectPolicy | None = None,
+    ) -> Watch:
+        """Live events of one or many topics over the multiplexed SSE watch (API.md §7).
+
+        `topics`: a name or names (each starting after `from_seq`, or at the head with
+        `tail=True`), or a mapping name → from_seq (None = the head). `last_event_id` from an
+        earlier watch overrides the start of the topics it names. `node` drops records
+        written by these node ids (loop prevention); `topic_nodes` adds ids per topic.
+
+        Yields `WatchRecord`, `WatchTombstone`, `WatchCaughtUp` and `WatchTopicDeleted`;
+        reconnects and resumes by itself (see `ReconnectPolicy`) without losing or repeating
+        a record, and ends when every watched topic is deleted. Use it as a context manager,
+        or `close()` it.
+        """
+        state = _watch.new_state(
+            topics,
+            self._rng,
+            from_seq=from_seq,
+            tail=tail,
+            last_event_id=last_event_id,
+            node=node,
+            topic_nodes=topic_nodes,
+            limit=limit,
+            max_batch_bytes=max_batch_bytes,
+            heartbeat_ms=heartbeat_ms,
+            include_meta=include_meta,
+            include_tags=include_tags,
+            include_data=include_data,
+            lenient=lenient,
+            reconnect=reconnect,
+        )
+        return Watch(self, state)
+
+    def websocket(self) -> WebSocket:
+        """A WebSocket session on `/v0/ws` (API.md §8) with this client's URL, key and
+        timeout; it connects on first use (or on entering it as a context manager)."""
+        return WebSocket(_ws.ws_url(self.url), ws_headers(self._http.headers), self.timeout)
 
     # --- metrics ----------------------------------------------------------------------------
 
