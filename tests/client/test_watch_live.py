@@ -1,9 +1,4 @@
-"""`watch()`, the WebSocket session and `seglog tail --follow` against a real server process.
-
-Every test goes through `require_watch_server`: while the server has no watch endpoint (it
-answers `POST /v0/watch` with 404, as before the server side of API.md §7/§8 is merged) the
-test is SKIPPED with that reason. Remove that one helper's skip once the server lands.
-"""
+"""`watch()`, the WebSocket session and `seglog tail --follow` against a real server process."""
 
 from __future__ import annotations
 
@@ -17,7 +12,6 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import httpx
 import orjson
 import pytest
 
@@ -36,21 +30,6 @@ from tests.support.server import ServerProcess, clean_env
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-def require_watch_server(url: str) -> None:
-    """Skip unless the server serves `POST /v0/watch` (the guard to delete after the merge).
-
-    The probe watches a topic it has just created, so a 404 can only mean the route is
-    missing, never `topic_not_found`."""
-    with httpx.Client(base_url=url, timeout=10.0) as http:
-        http.put("/v0/topics/watch-probe").raise_for_status()
-        r = http.post("/v0/watch", json={"topics": {"watch-probe": {"tail": True}}})
-    if r.status_code == 404:
-        pytest.skip(
-            "server answers POST /v0/watch with 404: its watch/WebSocket side is not merged yet"
-        )
-    r.raise_for_status()
-
-
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
     with ServerProcess() as srv:
@@ -59,7 +38,6 @@ def server() -> Iterator[ServerProcess]:
 
 @pytest.fixture
 def url(server: ServerProcess) -> str:
-    require_watch_server(server.url)
     return server.url
 
 
@@ -167,8 +145,7 @@ async def test_async_watch_backlog_then_live(aclient: AsyncClient) -> None:
     assert seqs == [1, 2]
 
 
-def test_watch_resumes_across_a_server_restart(tmp_path: Path, server: ServerProcess) -> None:
-    require_watch_server(server.url)
+def test_watch_resumes_across_a_server_restart(tmp_path: Path) -> None:
     port = free_port()
     with (
         ServerProcess(tmp_path / "data", extra_args=("--port", str(port))) as srv,
@@ -189,8 +166,7 @@ def test_watch_resumes_across_a_server_restart(tmp_path: Path, server: ServerPro
         assert seqs == [6, 7, 8]
 
 
-def test_tail_follow_survives_a_server_restart(tmp_path: Path, server: ServerProcess) -> None:
-    require_watch_server(server.url)
+def test_tail_follow_survives_a_server_restart(tmp_path: Path) -> None:
     port = free_port()
     with (
         ServerProcess(tmp_path / "data", extra_args=("--port", str(port))) as srv,
