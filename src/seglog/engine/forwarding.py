@@ -34,7 +34,7 @@ from seglog.engine import payloads
 from seglog.engine.ops import OpKind, PendingOp
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
-from seglog.engine.routers import Router, RouterTable
+from seglog.engine.routers import Router, RouterTable, prune_copies
 from seglog.engine.topic import TopicState
 from seglog.engine.writes import check_quota
 from seglog.errors import SeglogError
@@ -271,6 +271,7 @@ class Forwarder:
             if r.spec.exactly_once:
                 for k, src in enumerate(plan.sources):
                     r.copies[src] = copies_at + k
+                prune_copies(r, d.base_seq)
         r.cursor = plan.consumed_to
         r.forwarded_total += plan.forwarded
         if d.pending and d.pending[0].commit.done():

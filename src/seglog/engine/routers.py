@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from seglog.core.frame_bodies import RouterCreateBody
@@ -74,6 +74,10 @@ class RouterTable:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self._by_name: dict[str, Router] = {}
+        # Endpoint indexes: every read asks which routers feed its topic. A router's
+        # endpoints never change (re-pointing is refused), so they follow add/remove.
+        self._by_dest: dict[str, list[Router]] = {}
+        self._sources: dict[str, int] = {}
         self.hops: dict[int, dict[int, int]] = {}
 
     # ---- lookups (lock-free: single dict reads) -------------------------------------
@@ -88,13 +92,13 @@ class RouterTable:
         return [self._by_name[n] for n in sorted(self._by_name)]
 
     def feeding(self, dest: str) -> list[Router]:
-        return [r for r in list(self._by_name.values()) if r.spec.dest == dest]
+        return list(self._by_dest.get(dest, ()))
 
     def touching(self, topic: str) -> list[Router]:
         return [r for r in self.all() if r.spec.source == topic or r.spec.dest == topic]
 
     def is_source(self, topic: str) -> bool:
-        return any(r.spec.source == topic for r in list(self._by_name.values()))
+        return self._sources.get(topic, 0) > 0
 
     def edges(self, excluding: str) -> list[tuple[str, str]]:
         """`source → dest` of every router but `excluding` (the one being upserted)."""
@@ -104,12 +108,28 @@ class RouterTable:
 
     # ---- membership (under `lock`) ------------------------------------------------------
     def add(self, r: Router) -> None:
+        old = self._by_name.get(r.spec.name)
+        if old is not None:
+            self.remove(old.spec.name)
         self._by_name[r.spec.name] = r
+        self._by_dest[r.spec.dest] = [*self._by_dest.get(r.spec.dest, ()), r]
+        self._sources[r.spec.source] = self._sources.get(r.spec.source, 0) + 1
 
     def remove(self, name: str) -> Router | None:
         r = self._by_name.pop(name, None)
-        if r is not None:
-            r.removed = True
+        if r is None:
+            return None
+        r.removed = True
+        rest = [x for x in self._by_dest.get(r.spec.dest, ()) if x is not r]
+        if rest:
+            self._by_dest[r.spec.dest] = rest  # a new list: lock-free readers keep theirs
+        else:
+            self._by_dest.pop(r.spec.dest, None)
+        left = self._sources.get(r.spec.source, 0) - 1
+        if left > 0:
+            self._sources[r.spec.source] = left
+        else:
+            self._sources.pop(r.spec.source, None)
         return r
 
     def forget_topic(self, topic_id: int) -> None:
@@ -133,7 +153,9 @@ class RouterTable:
         """Upsert without checks; an existing router keeps its runtime state."""
         spec = spec_of(body)
         r = self._by_name.get(spec.name)
-        if r is None:
+        if r is None or (r.spec.source, r.spec.dest) != (spec.source, spec.dest):
+            # Router frames all go to shard 0, so a delete replays between two creates of
+            # different pairs; should one not, the later definition starts afresh.
             self.add(Router(spec, body.initial_cursor, 0, body.initial_dest_base))
         else:
             r.spec = spec
@@ -189,6 +211,9 @@ class RouterTable:
             )
 
 
-def updated(r: Router, spec: RouterSpec) -> Router:
-    """`r` with a new definition and the same runtime state (a re-PUT, §8.1)."""
-    return replace(r, spec=spec)
+def prune_copies(r: Router, dest_base_seq: int) -> None:
+    """Drop duplicate-index entries whose copy fell below the dest's live front (a
+    copy that left the dest is no longer evidence, §8.4), once the index is large."""
+    if len(r.copies) > HOP_PRUNE_AT:
+        for src in [k for k, v in r.copies.items() if v < dest_base_seq]:
+            del r.copies[src]
