@@ -7,10 +7,13 @@ from typing import Any
 import pytest
 
 from seglog.engine.engine import Engine
+from seglog.engine.router_worker import RouterWorker
 from seglog.errors import ErrorCode, SeglogError
-from seglog.model import RecordIn, Selector
+from seglog.model import RecordIn, Selector, TopicConfig
 from seglog.router_model import Guarantee, RouterInfo, RouterSpec
 from tests.conftest import EngineFactory
+from tests.engine.oracle import abandon, open_engine
+from tests.support.faultfs import FaultFs
 
 
 def _err(fn: Any, *args: Any) -> SeglogError:
@@ -156,3 +159,39 @@ def test_router_frames_replay_without_a_snapshot(make_engine: EngineFactory) -> 
     e2 = make_engine()
     (r,) = e2.routers.all()
     assert r.spec == RouterSpec("r", "s", "d", preserve_node=False, filter=Selector("Glob", "p"))
+
+
+def test_cascade_is_durable_on_every_shard_layout() -> None:
+    """Topic frames go to the topic's shard, router frames to shard 0; after a power cut
+    right after the response, neither the topic nor its routers come back."""
+    fs = FaultFs()
+    e = open_engine(fs, shards=4)
+    for i in range(6):
+        e.put_router(RouterSpec(f"s{i}->d{i}", f"s{i}", f"d{i}"))
+    shards = {e._require_wal().shard_of(e.topics[f"d{i}"].topic_id) for i in range(6)}
+    assert len(shards) > 1  # some dests live off shard 0
+    for i in range(6):
+        assert e.drop_topic(f"d{i}").routers_removed == [f"s{i}->d{i}"]
+        # re-created at once: only a durable RouterDelete keeps the old router away
+        e.put_topic(f"d{i}", TopicConfig())
+    img = fs.crash_image("none")
+    abandon(e, fs)
+    e2 = open_engine(img, shards=4)
+    try:
+        assert len(e2.routers) == 0
+        assert all(e2.topics[f"d{i}"].head == 0 for i in range(6))
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_worker_run_once_forwards_and_stops(make_engine: EngineFactory) -> None:
+    e = make_engine()
+    worker = RouterWorker(e, tick_ms=1)
+    assert worker.run_once() == 0  # no routers
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.write("s", [RecordIn.of(1)])
+    assert worker.run_once() == 1
+    assert e.topics["d"].head == 1
+    assert worker.run_once() == 0
+    worker.start()
+    worker.stop()

@@ -241,3 +241,18 @@ def test_reject_dest_backpressure_over_http(client: httpx.Client, tname: Names) 
     assert [r["data"] for r in diff(client, d)["records"]] == [0, 1]
     ok(client.post(f"/v0/topics/{d}/delete", json={"before_seq": 3}))
     assert [r["data"] for r in diff(client, d)["records"]] == [2, 3]
+
+
+def test_exactly_once_meta_on_the_wire(client: httpx.Client, tname: Names) -> None:
+    s, d = tname("s"), tname("d")
+    r = tname("r")
+    put(client, r, source=s, dest=d, guarantee="exactly_once", preserve_node=False)
+    write(client, s, [{"data": 1, "meta": {"trace": "z"}, "node": "n"}, {"data": 2}])
+    recs = diff(client, d)["records"]
+    assert "$node" not in recs[0]
+    key = recs[0]["meta"]["_topics_router"]
+    assert recs[0]["meta"]["trace"] == "z"
+    assert key["router"] == r and key["source_topic"] == s and key["source_seq"] == 1
+    assert key["source_epoch"] == 1
+    assert key["idempotency_key"] == f"router:{r}:{key['source_topic_id']}:1:1"
+    assert set(recs[1]["meta"]) == {"_topics_router"}
