@@ -730,6 +730,10 @@ class Engine:
         """The definition alone (no forwarding): for checks before `get_router`."""
         return self._router_control().spec(name)
 
+    def find_router(self, name: str) -> RouterSpec | None:
+        r = self.routers.get(name)
+        return None if r is None else r.spec
+
     def get_router(self, name: str) -> RouterInfo:
         return self._router_control().state(name)
 

@@ -6,8 +6,8 @@
    by `now` is below the source's involuntary floor before the walk);
 2. records the source can no longer give (`(cursor, E_inv)`) become source-trim holes at
    the dest and count as forwarded;
-3. the walk: deleted or popped slots, copies at the hop cap, and records the filter refuses
-   are consumed; an `exactly_once` record whose previous copy is still live in the dest is
+3. the walk: deleted or popped slots, copies at the hop cap (`allow_cycle` routers), and
+   records the filter refuses are consumed; an `exactly_once` record whose previous copy is still live in the dest is
    consumed and counted; the rest are copied (data, meta, optional node and tag). A copy a
    `discard:"reject"` dest would refuse, or an invalid `exactly_once` copy, stops the walk
    there (retried later);
@@ -45,7 +45,11 @@ from seglog.storage.wal_commit import Commit
 log = logging.getLogger("seglog.routers")
 
 BATCH = 1024  # source seqs walked per step (STORAGE §8)
-HOP_CAP = 8  # a copy with this many hops is not forwarded again (SEMANTICS §8.2)
+# SEMANTICS §8.2: a copy with this many hops is not forwarded again by an `allow_cycle`
+# router. Every cycle holds one (the DAG check refuses any other router that would close
+# it), so every loop ends; a router of a DAG never drops a record for depth (§12 inv. 12:
+# forwarding never skips a record silently), however long the pipeline.
+HOP_CAP = 8
 MAX_PASSES = 64  # forward_all: passes over every router before giving up for this tick
 _NO_BUDGET = 1 << 62
 
@@ -105,28 +109,32 @@ class Forwarder:
         if not self.routers.feeding(dest):
             return
         with self.routers.lock:
-            self._drain_into(dest, {dest})
+            for r in reversed(self._upstream(dest)):
+                self.advance(r)
 
-    def _drain_into(self, dest: str, seen: set[str]) -> None:
-        for r in self.routers.feeding(dest):
-            if r.spec.source not in seen:
-                seen.add(r.spec.source)
-                self._drain_into(r.spec.source, seen)
-            self.advance(r)
+    def _upstream(self, dest: str) -> list[Router]:
+        """The routers into `dest`, then those into their sources, and so on (breadth
+        first, each topic once: cycles end; iterative: chains may be long)."""
+        seen = {dest}
+        order: list[Router] = []
+        frontier = [dest]
+        while frontier:
+            nxt: list[str] = []
+            for topic in frontier:
+                for r in self.routers.feeding(topic):
+                    order.append(r)
+                    if r.spec.source not in seen:
+                        seen.add(r.spec.source)
+                        nxt.append(r.spec.source)
+            frontier = nxt
+        return order
 
     def pending_into(self, dest: str) -> bool:
         """Lock-free: whether a read of `dest` would have forwarding to do first (a router
         into it, or upstream of it, is behind its source)."""
-        seen = {dest}
-        todo = [dest]
-        while todo:
-            for r in self.routers.feeding(todo.pop()):
-                if self.behind(r):
-                    return True
-                if r.spec.source not in seen:
-                    seen.add(r.spec.source)
-                    todo.append(r.spec.source)
-        return False
+        if not self.routers.feeding(dest):
+            return False
+        return any(self.behind(r) for r in self._upstream(dest))
 
     def forward_all(self) -> int:
         """Advance every router until a whole pass makes no progress (bounded passes: a
@@ -210,7 +218,8 @@ class Forwarder:
         eo = spec.exactly_once
         plan = _Plan(start, 0, [], [], [], 0)
         for rec, hop in zip(recs, hops, strict=True):
-            if hop >= HOP_CAP or (spec.filter is not None and not spec.filter.matches(rec.tag)):
+            capped = spec.allow_cycle and hop >= HOP_CAP
+            if capped or (spec.filter is not None and not spec.filter.matches(rec.tag)):
                 plan.consumed_to = rec.seq
                 continue
             meta = rec.meta_json

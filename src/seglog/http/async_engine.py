@@ -96,8 +96,7 @@ class AsyncEngine:
         return self.engine.router_spec(name)
 
     def find_router(self, name: str) -> RouterSpec | None:
-        r = self.engine.routers.get(name)
-        return None if r is None else r.spec
+        return self.engine.find_router(name)
 
     def list_routers(
         self, prefix: str, source: str | None, dest: str | None, after: str | None, limit: int
