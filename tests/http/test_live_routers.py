@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -256,3 +257,20 @@ def test_exactly_once_meta_on_the_wire(client: httpx.Client, tname: Names) -> No
     assert key["source_epoch"] == 1
     assert key["idempotency_key"] == f"router:{r}:{key['source_topic_id']}:1:1"
     assert set(recs[1]["meta"]) == {"_topics_router"}
+
+
+def test_background_worker_forwards_without_a_reader(client: httpx.Client, tname: Names) -> None:
+    """Nobody reads the dest and the list never drives routers: only the worker (every
+    50 ms) can move `forwarded_total`."""
+    s, d, r = tname("s"), tname("d"), tname("r")
+    put(client, r, source=s, dest=d)
+    write(client, s, [{"data": i} for i in range(3)])
+    deadline = time.monotonic() + 10
+    total = -1
+    while time.monotonic() < deadline:
+        (row,) = ok(client.get("/v0/routers", params={"prefix": r}))["routers"]
+        total = row["forwarded_total"]
+        if total == 3:
+            break
+        time.sleep(0.02)
+    assert total == 3
