@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 
 from seglog.clock import ManualClock
 from seglog.engine.engine import Engine
@@ -297,3 +298,25 @@ def test_long_chain_reads_its_writes_upstream_first(make_engine: EngineFactory) 
         e.put_router(RouterSpec(f"z{n - i:03d}", f"t{i}", f"t{i + 1}"))  # names against order
     _write(e, "t0", "x")
     assert [r.data for r in _all(e, f"t{n}")] == ["x"]
+
+
+def test_step_window_with_deleted_slots_and_sealed_payloads(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step walks at most BATCH source seqs even when dead slots make the read examine
+    more, also when payloads come from sealed segments."""
+    from seglog.engine import forwarding
+    from seglog.engine.maintenance import seal_topic
+
+    monkeypatch.setattr(forwarding, "BATCH", 4)
+    e = make_engine(segment_max_events=2, segment_payload_cache=0)
+    e.put_router(RouterSpec("r", "src", "dst"))
+    _write(e, "src", *range(12))
+    e.delete_records("src", seqs=[2, 3, 6])
+    seal_topic(e, e.topics["src"])
+    r = e.routers.get("r")
+    assert r is not None
+    with e.routers.lock:
+        assert e.forwarder.step(r)
+    assert r.cursor == 4  # one window: seqs 1..4 (2 and 3 deleted)
+    assert [x.data for x in _all(e, "dst")] == [v for v in range(12) if v + 1 not in (2, 3, 6)]

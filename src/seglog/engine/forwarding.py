@@ -25,6 +25,7 @@ sealed segments with the source lock released (the segments are pinned), as read
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -177,9 +178,14 @@ class Forwarder:
                 pins = segs.pin_range(missing[0][1], missing[-1][1])
             source_id, epoch = s.topic_id, s.epoch
         if nxt > end:
-            recs = [x for x in recs if x.seq <= end]
-            missing = [m for m in missing if m[1] <= end]
-            nxt = end
+            # The walk delivers up to BATCH records but may examine more slots (dead ones):
+            # keep the BATCH-seq window. A record whose payload is still to be loaded is a
+            # placeholder in `recs`, so seqs come from `missing` for those.
+            seqs = [x.seq for x in recs]
+            for k, seq, *_ in missing:
+                seqs[k] = seq
+            cut = bisect_right(seqs, end)
+            recs, missing, nxt = recs[:cut], [m for m in missing if m[0] < cut], end
         if missing:
             if segs is None:
                 raise LookupError(f"seq {missing[0][1]}: payload missing on {s.name!r}")
