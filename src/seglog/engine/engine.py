@@ -2,11 +2,13 @@
 
 Owners (each states its own lock rules): `Registry` — topics by name and id, one lock that
 control-plane changes and snapshots share; `TopicState` — one topic's records, under its
-own lock; `Publisher` — applies a topic's completed ops in order and wakes listeners; the
-WAL writer threads — only complete `Commit`s and never take an engine lock, so waiting for
-a commit while holding a topic lock cannot deadlock. The paths are small modules of their
-own: `writes`, `deletes`, `retention`, `recovery`, `snapshots`. Lock order: registry, then
-topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
+own lock; `Publisher` — applies a topic's completed ops in order and wakes listeners;
+`RouterTable` — the routers and their runtime state, one lock that forwarding steps and
+snapshots share (forwarding itself: `Forwarder`); the WAL writer threads — only complete
+`Commit`s and never take an engine lock, so waiting for a commit while holding a topic
+lock cannot deadlock. The paths are small modules of their own: `writes`, `deletes`,
+`retention`, `recovery`, `snapshots`, `forwarding`, `router_control`. Lock order: registry,
+then router table, then topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
 commit (`seglog.engine.aio`) and call `write_publish`; `prepare_read` + `read(wait=False)`.
 """
 
