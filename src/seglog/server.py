@@ -20,7 +20,8 @@ Startup, in this order, each refusal a one-line message on stderr and a non-zero
    nothing on disk changes, and the exit status is 1 (`seglog repair` is the way on).
 
 Shutdown on SIGTERM/SIGINT: stop accepting, signal open streams, drain in-flight requests
-(bounded), stop maintenance, final snapshot, release the directory locks.
+(bounded), stop maintenance and the router worker, final router drain, final snapshot,
+release the directory locks.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from granian.server.embed import Server as GranianServer
 from seglog.config import ConfigError, Settings
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import Maintenance
+from seglog.engine.router_worker import RouterWorker
 from seglog.http.app import ServerState, build_app
 from seglog.http.auth import KeyRing, check_startup_guard
 from seglog.storage.datadir import DataDirInUse, DirLocks
@@ -67,6 +69,7 @@ def engine_options(s: Settings) -> EngineOptions:
         hot_retain_segments=s.hot_retain_segments,
         hot_retain_bytes=s.hot_retain_bytes,
         max_topics=s.max_topics,
+        max_routers=s.max_routers,
         max_total_bytes=s.max_total_bytes,
     )
 
@@ -167,6 +170,8 @@ async def serve(settings: Settings, keyring: KeyRing, locks: DirLocks, sock: soc
     state.start(loop)
     maintenance = Maintenance(engine)
     maintenance.start()
+    router_worker = RouterWorker(engine)
+    router_worker.start()
     log.info("ready: %d topics recovered", len(engine.topics))
     stopped = asyncio.create_task(stop.wait())
     await asyncio.wait({stopped, server_task}, return_when=asyncio.FIRST_COMPLETED)
@@ -180,7 +185,8 @@ async def serve(settings: Settings, keyring: KeyRing, locks: DirLocks, sock: soc
     with contextlib.suppress(Exception):
         await asyncio.wait_for(server_task, 10)
     maintenance.stop()
-    await asyncio.to_thread(engine.close)
+    router_worker.stop()
+    await asyncio.to_thread(engine.close)  # final router drain, then the final snapshot
     log.info("stopped cleanly")
     return 1 if failed else 0
 

@@ -41,8 +41,7 @@ Names = Callable[[str], str]
         ("POST", "/v0/nope"),
         ("GET", "/v0/topics/x/nope"),
         ("POST", "/v0/topics/x/y/z"),
-        ("GET", "/v0/routers"),
-        ("PUT", "/v0/routers/a->b"),
+        ("GET", "/v0/routers/a->b/x"),
         ("GET", "/v0/watch/wid_abc"),  # an unknown session
         ("POST", "/v0/topics/q/claim"),
         ("GET", "/v0/topics/q/work"),

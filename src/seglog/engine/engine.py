@@ -2,11 +2,13 @@
 
 Owners (each states its own lock rules): `Registry` — topics by name and id, one lock that
 control-plane changes and snapshots share; `TopicState` — one topic's records, under its
-own lock; `Publisher` — applies a topic's completed ops in order and wakes listeners; the
-WAL writer threads — only complete `Commit`s and never take an engine lock, so waiting for
-a commit while holding a topic lock cannot deadlock. The paths are small modules of their
-own: `writes`, `deletes`, `retention`, `recovery`, `snapshots`. Lock order: registry, then
-topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
+own lock; `Publisher` — applies a topic's completed ops in order and wakes listeners;
+`RouterTable` — the routers and their runtime state, one lock that forwarding steps and
+snapshots share (forwarding itself: `Forwarder`); the WAL writer threads — only complete
+`Commit`s and never take an engine lock, so waiting for a commit while holding a topic
+lock cannot deadlock. The paths are small modules of their own: `writes`, `deletes`,
+`retention`, `recovery`, `snapshots`, `forwarding`, `router_control`. Lock order: registry,
+then router table, then topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
 commit (`seglog.engine.aio`) and call `write_publish`; `prepare_read` + `read(wait=False)`.
 """
 
@@ -20,15 +22,23 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from seglog.clock import Clock, SystemClock
-from seglog.core.frame_bodies import HeadWatermarkBody, TopicCreateBody, TopicDeleteBody
+from seglog.core.frame_bodies import (
+    HeadWatermarkBody,
+    RouterDeleteBody,
+    TopicCreateBody,
+    TopicDeleteBody,
+)
 from seglog.core.frames import FrameType, encode_control
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
 from seglog.engine import deletes, payloads, retention, snapshots, writes
+from seglog.engine.forwarding import Forwarder
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
 from seglog.engine.registry import Registry
+from seglog.engine.router_control import RouterControl
+from seglog.engine.routers import RouterTable
 from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.stats import EngineStats, TopicStats
 from seglog.engine.topic import DedupeEntry, TopicState
@@ -47,6 +57,7 @@ from seglog.model import (
     TopicType,
     WriteResult,
 )
+from seglog.router_model import DropRouterResult, PutRouterResult, RouterInfo, RouterSpec
 from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
 from seglog.storage.segment import PinnedSegment, SegmentStore
@@ -71,6 +82,7 @@ class EngineOptions:
     hot_retain_bytes: int = 0
     segment_payload_cache: int = 4096
     max_topics: int = 100_000
+    max_routers: int = 10_000
     max_total_bytes: int = 0
     snapshot_interval_ms: int = 60_000
     snapshot_wal_bytes: int = 64 << 20
@@ -84,7 +96,9 @@ class Engine:
         self.fs: Fs = fs if fs is not None else RealFs()
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.registry = Registry()
+        self.routers = RouterTable()
         self.publisher = Publisher(self.clock, self.retain)
+        self.forwarder = self._new_forwarder()
         self.seal_policy = SealPolicy(
             options.segment_max_events,
             options.segment_max_bytes,
@@ -129,6 +143,8 @@ class Engine:
             self.datadir = None
             raise
         self.registry = rec.registry
+        self.routers = rec.routers
+        self.forwarder = self._new_forwarder()
         self.last_snapshot = rec.last_snapshot
         self.torn_tails_total = rec.torn_tails
         tails, layout_changed = rec.tails, rec.layout_changed
@@ -140,6 +156,12 @@ class Engine:
         )
         wal.open(tails)
         self.wal = wal
+        # STORAGE §6 step 9: re-derive what the routers forwarded since the snapshot, with
+        # the live forwarding step (hence after the WAL opened: a due eviction watermark on
+        # a source is logged first, like any live retention pass).
+        for r in self.routers.all():
+            self.forwarder.rebuild_copies(r)
+        self.forwarder.forward_all()
         if layout_changed:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
             # absorb the old layout's groups before any write lands in the new one. Twice,
@@ -157,6 +179,7 @@ class Engine:
             return
         try:
             if snapshot and len(self.registry):
+                self.forwarder.forward_all()  # the final drain comes before the final snapshot
                 self.snapshot()
         finally:
             self.wal.close()
@@ -177,7 +200,14 @@ class Engine:
         with self.snapshot_lock:
             now = self.clock.now_ms()
             mark = snapshots.take(
-                self.registry, wal, self.publisher, self.fs, dd.meta_dir, now, self.last_snapshot
+                self.registry,
+                wal,
+                self.publisher,
+                self.fs,
+                dd.meta_dir,
+                now,
+                self.last_snapshot,
+                self.routers,
             )
             self.last_snapshot = mark
             self.last_snapshot_ms = now
@@ -206,6 +236,16 @@ class Engine:
         self.publisher.drain(op)
 
     # ---- helpers --------------------------------------------------------------------
+    def _new_forwarder(self) -> Forwarder:
+        return Forwarder(
+            self.registry,
+            self.routers,
+            self.publisher,
+            self.clock,
+            self._retained,
+            self.options.max_total_bytes,
+        )
+
     def _require_wal(self) -> Wal:
         if self.wal is None:
             raise SeglogError(ErrorCode.NOT_READY, "engine is not open", retry_after=1)
@@ -230,13 +270,18 @@ class Engine:
 
     def log_durable_frames(self, topic_id: int, frames: list[tuple[FrameType, bytes]]) -> None:
         """Submit control frames as one atomic fsync-gated submission and wait for it."""
+        self._log_frames(topic_id, [(topic_id, ft, body) for ft, body in frames])
+
+    def _log_frames(self, shard_topic_id: int, frames: list[tuple[int, FrameType, bytes]]) -> None:
+        """One atomic fsync-gated submission to `shard_topic_id`'s shard; each frame keeps
+        its own header topic id (0 for topic-agnostic frames)."""
         now = self.clock.now_ms()
         last = len(frames) - 1
         encoded = [
-            encode_control(ft, topic_id, body, now, True, more=i < last)
-            for i, (ft, body) in enumerate(frames)
+            encode_control(ft, tid, body, now, True, more=i < last)
+            for i, (tid, ft, body) in enumerate(frames)
         ]
-        commit = self._submit(topic_id, encoded, True)
+        commit = self._submit(shard_topic_id, encoded, True)
         try:
             commit.wait()
         except WalError as e:
@@ -338,13 +383,23 @@ class Engine:
             t.segments = self.new_segments(t.topic_id, t.head + 1)
 
     def drop_topic(self, name: str, if_empty: bool = False) -> DropTopicResult:
-        with self.registry.lock:
+        """API §2.4: the topic and every router touching it. Logged as TopicDelete, then one
+        RouterDelete per cascaded router (topic-agnostic frames, shard 0), durably before
+        anything is removed. When the topic's shard is not shard 0 these are two
+        submissions: if the second fails, the topic is already deleted on disk, so it and
+        its routers are removed in memory too (a router never outlives its endpoints,
+        recovery drops it as well) and the call fails with `internal`."""
+        with self.registry.lock, self.routers.lock:
             t = self.topics.get(name)
             if t is None:
                 return DropTopicResult(name, False, [])
             self._retained(t)
+            gone = sorted(r.spec.name for r in self.routers.touching(name))
+            frames = [(t.topic_id, FrameType.TOPIC_DELETE, TopicDeleteBody(name).encode())]
+            frames += [(0, FrameType.ROUTER_DELETE, RouterDeleteBody(r).encode()) for r in gone]
             # The topic lock is held across the durable TopicDelete, so no write can be
             # acked between the emptiness check and the removal.
+            failure: SeglogError | None = None
             with t.lock:
                 held = t.count + t.pending_count
                 if if_empty and held > 0:
@@ -353,14 +408,43 @@ class Engine:
                         f"topic {name!r} holds {held} records",
                         {"topic": name, "count": held},
                     )
-                body = TopicDeleteBody(name).encode()
-                self.log_durable(t.topic_id, FrameType.TOPIC_DELETE, body)
+                failure = self._log_durable_by_shard(frames)
                 self.unregister_topic(t)
                 segs = t.segments
+            for r in gone:
+                self.routers.remove(r)
+            self.routers.forget_topic(t.topic_id)
         if segs is not None:
             segs.store.drop_all()
         self.publisher.notify(name, 0)  # live readers learn of the deletion at once
-        return DropTopicResult(name, True, [])
+        if failure is not None:
+            raise failure
+        return DropTopicResult(name, True, gone)
+
+    def _log_durable_by_shard(
+        self, frames: list[tuple[int, FrameType, bytes]]
+    ) -> SeglogError | None:
+        """Log `(topic_id, type, body)` frames durably, in order: consecutive frames bound
+        for one WAL shard go as one atomic submission. The first submission failing raises
+        (nothing is logged); a later one failing is returned, since earlier ones stand."""
+        wal = self._require_wal()
+        groups: list[tuple[int, list[tuple[FrameType, bytes]]]] = []
+        for tid, ft, body in frames:
+            shard = wal.shard_of(tid)
+            if groups and wal.shard_of(groups[-1][0]) == shard:
+                groups[-1][1].append((ft, body))
+            else:
+                groups.append((tid, [(ft, body)]))
+        for i, (tid, group) in enumerate(groups):
+            try:
+                self._log_frames(
+                    tid, [(0 if ft is FrameType.ROUTER_DELETE else tid, ft, b) for ft, b in group]
+                )
+            except SeglogError as e:
+                if i == 0:
+                    raise
+                return e
+        return None
 
     # ---- state ----------------------------------------------------------------------
     def _info(self, t: TopicState, now: int) -> TopicInfo:
@@ -381,6 +465,7 @@ class Engine:
 
     def get_topic(self, name: str, touch: bool = True) -> TopicInfo:
         t = self._topic(name)
+        self.forwarder.drain_into(name)
         self._retained(t)
         now = self.clock.now_ms()
         with t.lock:
@@ -408,6 +493,7 @@ class Engine:
             t = self.topics.get(name)
             if t is None:
                 continue
+            self.forwarder.drain_into(name)
             self._retained(t)
             with t.lock:
                 if touch:
@@ -559,6 +645,7 @@ class Engine:
         that became due meanwhile is submitted but not waited for."""
         t = self._topic(name)
         if wait:
+            self.forwarder.drain_into(name)
             self._retained(t)
         self.warm_cold(name, from_seq, limit, max_bytes)
         now = self.clock.now_ms()
@@ -614,8 +701,63 @@ class Engine:
                 )
         wal = self.wal.metrics() if self.wal is not None else WalMetrics()
         return EngineStats(
-            tuple(rows), self.ready, self.replay_progress, wal, self.torn_tails_total
+            tuple(rows),
+            self.ready,
+            self.replay_progress,
+            wal,
+            self.torn_tails_total,
+            routers=len(self.routers),
         )
+
+    # ---- routers (API §6) ---------------------------------------------------------------
+    def _router_control(self) -> RouterControl:
+        return RouterControl(
+            self.registry,
+            self.routers,
+            self.forwarder,
+            self.log_durable,
+            self._create_default_topic,
+            self.options.max_routers,
+            self.options.max_topics,
+        )
+
+    def _create_default_topic(self, name: str) -> None:
+        self.put_topic(name, TopicConfig())
+
+    def put_router(self, spec: RouterSpec) -> PutRouterResult:
+        return self._router_control().put(spec)
+
+    def delete_router(self, name: str) -> DropRouterResult:
+        return self._router_control().delete(name)
+
+    def router_spec(self, name: str) -> RouterSpec:
+        """The definition alone (no forwarding): for checks before `get_router`."""
+        return self._router_control().spec(name)
+
+    def find_router(self, name: str) -> RouterSpec | None:
+        r = self.routers.get(name)
+        return None if r is None else r.spec
+
+    def get_router(self, name: str) -> RouterInfo:
+        return self._router_control().state(name)
+
+    def list_routers(
+        self,
+        prefix: str = "",
+        source: str | None = None,
+        dest: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[RouterInfo], bool]:
+        return self._router_control().list(prefix, source, dest, after, limit)
+
+    def routers_pending_into(self, name: str) -> bool:
+        """Lock-free: whether a read of `name` has forwarding to do first."""
+        return self.forwarder.pending_into(name)
+
+    def drain_routers_into(self, name: str) -> None:
+        """Read-your-writes (SEMANTICS §8.5) for a reader that reads without waiting."""
+        self.forwarder.drain_into(name)
 
     def exists(self, name: str) -> bool:
         return name in self.registry.by_name

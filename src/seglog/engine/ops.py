@@ -26,6 +26,7 @@ class OpKind(IntEnum):
     APPEND = 1
     DELETE = 2
     EVICT = 3  # an EvictWatermark whose floors apply after its commit
+    FORWARD = 4  # router copies (and source-trim holes before them): no WAL frames
 
 
 @dataclass(slots=True, eq=False)
@@ -39,6 +40,8 @@ class PendingOp:
     size: int = 0
     reservation: int = 0  # the disk head reservation logged with this write (0: none)
     idempotency_key: str | None = None
+    # forward: source-trim holes at `first_seq ..` before the copies in `records`
+    holes: int = 0
     # delete
     before_seq: int | None = None
     match: Selector | None = None

@@ -75,6 +75,8 @@ class Publisher:
             try:
                 if op.kind is OpKind.APPEND:
                     published |= self._apply_append(t, op)
+                elif op.kind is OpKind.FORWARD:
+                    published |= self._apply_forward(t, op)
                 elif op.kind is OpKind.DELETE:
                     apply_delete(t, op)
                 else:
@@ -87,6 +89,26 @@ class Publisher:
             self._retain(t, now)
             return t.head
         return None
+
+    def _apply_forward(self, t: TopicState, op: PendingOp) -> bool:
+        """Router copies (SEMANTICS §8.3 step 4): source-trim holes first, each raising the
+        topic's `source_trim_floor`, then the copies. Derived, so never logged."""
+        t.pending_count -= op.count
+        t.pending_bytes -= op.size
+        if t.deleted:
+            op.records = None
+            return False
+        first = op.first_seq
+        if op.holes:
+            last_hole = first + op.holes - 1
+            t.append_holes(last_hole, op.ts)
+            t.source_trim_floor = max(t.source_trim_floor, last_hole)
+            t.pop_front()
+            first = last_hole + 1
+        if op.records:
+            t.publish_batch(first, op.ts, op.records)
+        op.records = None
+        return True
 
     def _apply_append(self, t: TopicState, op: PendingOp) -> bool:
         n = op.count

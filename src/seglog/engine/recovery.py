@@ -19,6 +19,8 @@ from seglog.core.frame_bodies import (
     DeleteBody,
     EvictWatermarkBody,
     HeadWatermarkBody,
+    RouterCreateBody,
+    RouterDeleteBody,
     TopicCreateBody,
     TopicDeleteBody,
 )
@@ -26,6 +28,7 @@ from seglog.core.frame_scanner import RawFrame
 from seglog.core.frames import FLAG_MORE, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob
 from seglog.engine.registry import Registry
+from seglog.engine.routers import RouterTable
 from seglog.engine.snapshots import restore_topic, snapshot_positions
 from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
@@ -59,11 +62,13 @@ class Recovered:
     layout_changed: bool
     last_snapshot: SnapshotMark | None
     torn_tails: int
+    routers: RouterTable
 
 
 @dataclass(slots=True)
 class _Replay:
     registry: Registry
+    routers: RouterTable
     attach_segments: AttachSegments
     now: int
 
@@ -80,7 +85,8 @@ def recover(
     """STORAGE §6 steps 2–8 over the locked `datadir`. Raises `WalCorruptionError` (and
     changes nothing on disk) when a WAL group holds valid frames after an invalid one."""
     registry = Registry()
-    rp = _Replay(registry, attach_segments, clock.now_ms())
+    routers = RouterTable()
+    rp = _Replay(registry, routers, attach_segments, clock.now_ms())
     starts: dict[str, Position] = {}
     last_snapshot = None
     snap = load_latest_snapshot(fs, datadir.meta_dir)
@@ -90,6 +96,7 @@ def recover(
             t = restore_topic(entry)
             attach_segments(t)
             registry.add(t)
+        routers.restore(snap.get("routers", []))
         starts = snapshot_positions(snap)
         last_snapshot = SnapshotMark(int(snap["id"]), starts)
 
@@ -165,7 +172,22 @@ def recover(
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    return Recovered(registry, tails, layout_changed, last_snapshot, torn)
+    _drop_orphan_routers(registry, routers)
+    return Recovered(registry, tails, layout_changed, last_snapshot, torn, routers)
+
+
+def _drop_orphan_routers(registry: Registry, routers: RouterTable) -> None:
+    """§6 step 9, first half: a router never outlives its endpoints. (The second half,
+    re-deriving the copies, runs once the WAL is open: the forwarding step is the live one.)
+    A cursor above its source's recovered head (a `memory` or `ephemeral` source lost its
+    unsnapshotted tail) comes back down, so the records reissued at those seqs are
+    forwarded."""
+    for r in routers.all():
+        s, d = registry.get(r.spec.source), registry.get(r.spec.dest)
+        if s is None or d is None:
+            routers.remove(r.spec.name)
+            continue
+        r.cursor = min(r.cursor, s.head)
 
 
 def _group_bytes(fs: Fs, g: WalGroup, starts: dict[str, Position]) -> int:
@@ -290,6 +312,12 @@ def _apply_control(rp: _Replay, f: WalFrame) -> None:
         t = TopicState(body.name, f.topic_id, config)
         rp.attach_segments(t)
         registry.add(t)
+        return
+    if ft is FrameType.ROUTER_CREATE:
+        rp.routers.replay_create(RouterCreateBody.decode(f.data))
+        return
+    if ft is FrameType.ROUTER_DELETE:
+        rp.routers.replay_delete(RouterDeleteBody.decode(f.data).name)
         return
     if ft is FrameType.TOPIC_DELETE:
         name = TopicDeleteBody.decode(f.data).name

@@ -17,6 +17,7 @@ from seglog.core.jsonbytes import json_bytes
 from seglog.core.payload_blob import decode_blob
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
+from seglog.engine.routers import RouterTable
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
@@ -164,10 +165,13 @@ def take(
     meta_dir: Path,
     now: int,
     previous: SnapshotMark | None,
+    routers: RouterTable | None = None,
 ) -> SnapshotMark:
     """STORAGE §5.3 (the caller serializes snapshots). Returns the new snapshot's mark;
     raises on failure (then nothing is deleted). `previous` is the newest snapshot on disk,
-    kept beside the new one."""
+    kept beside the new one. Router advancement is blocked from the checkpoint until the
+    routers are captured (steps 3–5), so each captured cursor matches its captured dest."""
+    table = routers if routers is not None else RouterTable()
     # Control-plane changes commit their frame and apply it under the registry lock.
     # Holding it across the checkpoint puts each change wholly before the marks (and in
     # this capture) or wholly after them (and in the replayed WAL), never between.
@@ -175,6 +179,34 @@ def take(
         positions = wal.checkpoint(now)
         listed = registry.all()
         next_topic_id = registry.next_topic_id
+    with table.lock:
+        topics = _capture_topics(listed, publisher, now)
+        captured_routers = table.capture()
+    body: dict[str, Any] = {
+        "id": 0,
+        "ts": now,
+        "next_topic_id": next_topic_id,
+        "checkpoint": {
+            "last_checkpoint_seq": 0,
+            "groups": [
+                {"key": key, "wal_idx": idx, "wal_offset": off}
+                for key, (idx, off) in sorted(positions.items())
+            ],
+        },
+        "topics": topics,
+        "routers": captured_routers,
+    }
+    snap_id = write_snapshot(fs, meta_dir, body, keep=previous.id if previous else None)
+    # Two snapshots stay: the WAL the older one replays from must stay too, so that a
+    # damaged newest snapshot falls back to it without losing anything.
+    wal.delete_absorbed(previous.positions if previous else None)
+    return SnapshotMark(snap_id, positions)
+
+
+def _capture_topics(
+    listed: list[TopicState], publisher: Publisher, now: int
+) -> list[dict[str, Any]]:
+    """Step 4 for every listed topic still registered: its §5.2 entry, records included."""
     topics: list[dict[str, Any]] = []
     for t in listed:
         rows = None
@@ -200,25 +232,7 @@ def take(
             assert t.segments is not None
             load_payloads(rows, t.segments.store, pins)
             entry["records"] = orjson.Fragment(records_json(rows))
-    body: dict[str, Any] = {
-        "id": 0,
-        "ts": now,
-        "next_topic_id": next_topic_id,
-        "checkpoint": {
-            "last_checkpoint_seq": 0,
-            "groups": [
-                {"key": key, "wal_idx": idx, "wal_offset": off}
-                for key, (idx, off) in sorted(positions.items())
-            ],
-        },
-        "topics": topics,
-        "routers": [],
-    }
-    snap_id = write_snapshot(fs, meta_dir, body, keep=previous.id if previous else None)
-    # Two snapshots stay: the WAL the older one replays from must stay too, so that a
-    # damaged newest snapshot falls back to it without losing anything.
-    wal.delete_absorbed(previous.positions if previous else None)
-    return SnapshotMark(snap_id, positions)
+    return topics
 
 
 def snapshot_positions(body: dict[str, Any]) -> dict[str, tuple[int, int]]:

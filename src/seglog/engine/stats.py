@@ -28,3 +28,4 @@ class EngineStats:
     replay_progress: float
     wal: WalMetrics
     wal_torn_tails_total: int
+    routers: int = 0

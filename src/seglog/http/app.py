@@ -27,7 +27,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http import health, records, topics, watch, ws
+from seglog.http import health, records, routers, topics, watch, ws
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
 from seglog.http.common import body_ended_early
@@ -170,6 +170,8 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/v0/topics/{topic}/diff", records.diff, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/delete", records.delete, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
+        Route("/v0/routers", routers.list_routers, methods=["GET"]),
+        Route("/v0/routers/{router}", routers.router_root, methods=ANY_METHOD),
         Route("/v0/watch", watch.create, methods=ANY_METHOD),
         Route("/v0/watch/{wid}", watch.open_stream, methods=ANY_METHOD),
         WebSocketRoute("/v0/ws", ws.endpoint),

@@ -28,6 +28,7 @@ from seglog.model import (
     TopicInfo,
     WriteResult,
 )
+from seglog.router_model import DropRouterResult, PutRouterResult, RouterInfo, RouterSpec
 
 T = TypeVar("T")
 
@@ -82,6 +83,30 @@ class AsyncEngine:
     ) -> DeleteResult:
         return await blocking(self.engine.delete_records, name, before_seq, match)
 
+    # ---- routers: control plane in threads (durable frames; forwarding) ----------------
+    async def put_router(self, spec: RouterSpec) -> PutRouterResult:
+        return await blocking(self.engine.put_router, spec)
+
+    async def delete_router(self, name: str) -> DropRouterResult:
+        return await blocking(self.engine.delete_router, name)
+
+    async def get_router(self, name: str) -> RouterInfo:
+        """Drives the router to its source head first (API §6.2)."""
+        return await blocking(self.engine.get_router, name)
+
+    def router_spec(self, name: str) -> RouterSpec:
+        """A router's definition (lock-free); `router_not_found` when absent."""
+        return self.engine.router_spec(name)
+
+    def find_router(self, name: str) -> RouterSpec | None:
+        return self.engine.find_router(name)
+
+    def list_routers(
+        self, prefix: str, source: str | None, dest: str | None, after: str | None, limit: int
+    ) -> tuple[list[RouterInfo], bool]:
+        """Lock-free: a page of definitions and totals, no forwarding."""
+        return self.engine.list_routers(prefix, source, dest, after, limit)
+
     async def stats(self) -> EngineStats:
         return await blocking(self.engine.stats)
 
@@ -108,6 +133,10 @@ class AsyncEngine:
         self, name: str, from_seq: int, limit: int, nodes: frozenset[str], max_bytes: int
     ) -> ReadResult:
         e = self.engine
+        if e.routers_pending_into(name):
+            # Read-your-writes (SEMANTICS §8.5): forwarding may read sealed source payloads
+            # and waits for the router lock, so it runs off the loop.
+            await blocking(e.drain_routers_into, name)
         evict = e.prepare_read(name)
         if evict is not None:
             await finish_op(e, evict)  # a retention watermark became due: await it here

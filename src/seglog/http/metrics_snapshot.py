@@ -46,6 +46,7 @@ def collect(stats: EngineStats, uptime_ms: int) -> MetricsSnapshot:
         topics_memory=by_class[Durability.MEMORY],
         topics_disk=by_class[Durability.DISK],
         topics_fsync=by_class[Durability.FSYNC],
+        routers=stats.routers,
         records_live=sum(t.records_live for t in stats.topics),
         bytes_live=sum(t.bytes_live for t in stats.topics),
         queue_topics=sum(t.is_queue for t in stats.topics),

@@ -108,6 +108,8 @@ def load_latest_snapshot(fs: Fs, meta_dir: Path) -> dict[str, Any] | None:
         doc = decode_snapshot(buf)
         if doc is not None:
             return doc
-        log.warning("snapshot %s is damaged (bad header, checksum or body); skipped",
-                    meta_dir / snapshot_name(snap_id))
+        log.warning(
+            "snapshot %s is damaged (bad header, checksum or body); skipped",
+            meta_dir / snapshot_name(snap_id),
+        )
     return None

@@ -1,0 +1,58 @@
+"""Router graph rules (SEMANTICS §8.2), pure: edges in, a verdict out.
+
+The graph has one directed edge `source → dest` per router. Two rules guard a new edge:
+
+- **single source per dest** (`fan_in_conflict`): a dest fed by a router from a different
+  source refuses another feeder, so each derived dest has exactly one source log to be
+  re-derived from (invariant 12);
+- **DAG by default** (`find_cycle`): the edge `source → dest` closes a cycle when `dest`
+  already reaches `source`; the cycle is reported as the topic path
+  `[source, dest, …, source]`.
+
+Both ignore the router being upserted (its own edge is replaced, never doubled), which
+the caller expresses by leaving it out of `edges`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+def find_cycle(edges: Iterable[tuple[str, str]], source: str, dest: str) -> list[str] | None:
+    """The cycle the edge `source → dest` would close over `edges`, as
+    `[source, dest, …, source]`, or None. A shortest such path (breadth-first), so the
+    report is deterministic for a given edge set whatever its order."""
+    if source == dest:
+        return [source, source]
+    out: dict[str, list[str]] = {}
+    for s, d in edges:
+        out.setdefault(s, []).append(d)
+    for nexts in out.values():
+        nexts.sort()  # deterministic among equally short paths
+    parent: dict[str, str] = {dest: dest}
+    frontier = [dest]
+    while frontier:
+        nxt: list[str] = []
+        for node in frontier:
+            for d in out.get(node, ()):
+                if d in parent:
+                    continue
+                parent[d] = node
+                if d == source:
+                    path = [source]
+                    while path[-1] != dest:
+                        path.append(parent[path[-1]])
+                    path.reverse()  # dest … source
+                    return [source, *path]
+                nxt.append(d)
+        frontier = nxt
+    return None
+
+
+def fan_in_conflict(edges: Iterable[tuple[str, str]], source: str, dest: str) -> str | None:
+    """The other source already feeding `dest`, or None when `source → dest` keeps a single
+    source per dest."""
+    for s, d in edges:
+        if d == dest and s != source:
+            return s
+    return None
