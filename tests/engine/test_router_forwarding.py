@@ -320,3 +320,25 @@ def test_step_window_with_deleted_slots_and_sealed_payloads(
         assert e.forwarder.step(r)
     assert r.cursor == 4  # one window: seqs 1..4 (2 and 3 deleted)
     assert [x.data for x in _all(e, "dst")] == [v for v in range(12) if v + 1 not in (2, 3, 6)]
+
+
+def test_forward_all_serves_high_priority_sources_first(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scheduler's order (SEMANTICS §11) applies to forwarding work too: routers whose
+    source has a higher effective priority advance first in a pass."""
+    e = make_engine()
+    for name, prio in (("low", -100), ("mid", 300), ("high", 900), ("auto", None)):
+        e.put_topic(name, TopicConfig(priority=prio, auto_priority=False))
+        e.put_router(RouterSpec(f"{name}->{name}.out", name, f"{name}.out"))
+        _write(e, name, 1)
+    order: list[str] = []
+    advance = e.forwarder.advance
+
+    def recording(r: Any) -> bool:
+        order.append(r.spec.source)
+        return advance(r)
+
+    monkeypatch.setattr(e.forwarder, "advance", recording)
+    assert e.forwarder.forward_all() == 4
+    assert order == ["high", "mid", "auto", "low"]

@@ -244,6 +244,7 @@ class Engine:
             self.clock,
             self._retained,
             self.options.max_total_bytes,
+            self.delivery_priority,
         )
 
     def _require_wal(self) -> Wal:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from seglog.clock import Clock
 from seglog.core.router_copy import copy_is_valid, exactly_once_meta, router_source_seq
+from seglog.core.scheduler import BandedQueue
 from seglog.engine import payloads
 from seglog.engine.ops import OpKind, PendingOp
 from seglog.engine.publisher import Publisher
@@ -78,6 +79,7 @@ class Forwarder:
         clock: Clock,
         retained: Retained,
         max_total_bytes: int = 0,
+        priority_of: Callable[[str, int], int] | None = None,
     ) -> None:
         self.registry = registry
         self.routers = routers
@@ -85,6 +87,8 @@ class Forwarder:
         self.clock = clock
         self._retained = retained
         self.max_total_bytes = max_total_bytes
+        self._priority_of = priority_of if priority_of is not None else (lambda _t, _n: 0)
+        self._order = BandedQueue()  # routers behind their source, in scheduling order
 
     # ---- drains ------------------------------------------------------------------------
     def behind(self, r: Router) -> bool:
@@ -139,15 +143,27 @@ class Forwarder:
 
     def forward_all(self) -> int:
         """Advance every router until a whole pass makes no progress (bounded passes: a
-        cycle stops at the hop cap). Returns the number of routers advanced."""
+        cycle stops at the hop cap). Returns the number of routers advanced.
+
+        Within a pass, routers run in the delivery scheduler's order (SEMANTICS §11): the
+        banded weighted round-robin over their source topic's effective priority, with
+        aging across passes (a router stays queued, with its first queue time, until it is
+        served), so high-priority pipelines forward first and none starves."""
         moved = 0
         for _ in range(MAX_PASSES):
-            pending = [r for r in self.routers.all() if self.behind(r)]
-            if not pending:
+            now = self.clock.now_ms()
+            for r in self.routers.all():
+                if self.behind(r):
+                    self._order.push(r.spec.name, self._priority_of(r.spec.source, now), now)
+            if not len(self._order):
                 break
+            progress = 0
             # The lock is taken per router (in `advance`), so a reader's read-your-writes
             # drain waits for one router's catch-up at most, never for a whole pass.
-            progress = sum(1 for r in pending if self.advance(r))
+            while (name := self._order.pop(now)) is not None:
+                router = self.routers.get(name)
+                if router is not None and self.advance(router):
+                    progress += 1
             moved += progress
             if not progress:
                 break
