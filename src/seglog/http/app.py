@@ -16,6 +16,7 @@ chunking, or the client closing mid-body) is `400 invalid_request`.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import MutableMapping
 from typing import Any
 
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
+_WATCH_STREAM = re.compile(r"/v0/watch/[^/]+")  # GET /v0/watch/:wid, exactly
 _LOGGED = "seglog.logged_exception"  # scope key: the exception already logged for this request
 
 
@@ -99,7 +101,7 @@ class Guard:
         auth_on = st.keyring.enabled
         principal: Principal | None = st.keyring.full_access
         # The SSE watch stream authenticates by session binding (API §1.2, §7.2), not up front.
-        exempt = path.startswith("/v0/watch/") and scope["method"] in ("GET", "HEAD")
+        exempt = scope["method"] in ("GET", "HEAD") and _WATCH_STREAM.fullmatch(path) is not None
         if auth_on and not exempt and (path not in PROBE_PATHS or st.settings.probe_auth):
             principal = st.keyring.authenticate(bearer_token(_header(scope, b"authorization")))
             if principal is None:
@@ -118,7 +120,9 @@ class Guard:
             await _send_error(send, err)
             return
         cap = st.settings.max_inflight_per_key
-        key = principal.key_id if (auth_on and principal is not None) else None
+        # A watch stream is not authenticated here (its session binding is checked by the
+        # route) and holds no in-flight slot: stream GETs release theirs once open (§11).
+        key = principal.key_id if (auth_on and principal is not None and not exempt) else None
         if key is not None and cap:
             n = st.inflight.get(key, 0)
             if n >= cap:

@@ -111,21 +111,23 @@ async def open_stream(request: Request) -> Response:
                 ErrorCode.UNAUTHORIZED, "this watch stream needs the key that created it"
             )
     st.slots.acquire(session.owner_key)
+    generation = st.watch.take_over(session)  # before the rewind: no older stream moves it
     # `?last_event_id=` is seglog's addition for browsers: a new `EventSource` cannot set
     # the header, and a closed one's old stream may have moved the session on meanwhile.
     last_event = request.headers.get("last-event-id") or _first_query(request, "last_event_id")
     if last_event:
         session.cursors = rewind(session.cursors, decode_cursor_map(last_event))
-    return SseResponse(st, session)
+    return SseResponse(st, session, generation)
 
 
 class SseResponse(Response):
     """Streams a watch session; owns one connection slot, released on every exit."""
 
-    def __init__(self, st: ServerState, session: WatchSession) -> None:
+    def __init__(self, st: ServerState, session: WatchSession, generation: int) -> None:
         super().__init__(status_code=200)
         self._st = st
         self._session = session
+        self._generation = generation
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         st, session = self._st, self._session
@@ -136,6 +138,7 @@ class SseResponse(Response):
             st.db.head_of,
             st.engine.clock,
             lambda: st.shutting_down,
+            self._generation,
         )
 
         async def send_bytes(data: bytes) -> None:

@@ -32,6 +32,7 @@ class WatchSession:
     cursors: dict[str, int]  # topic → cursor; every watched topic, deleted ones included
     last_access_ms: int
     open_streams: int = 0
+    generation: int = 0  # bumped by every stream open: older streams of the session stop
 
 
 class WatchSessions:
@@ -91,6 +92,12 @@ class WatchSessions:
         """Forget `s` once no stream is open on it."""
         if s.open_streams == 0:
             self._sessions.pop(s.wid, None)
+
+    def take_over(self, s: WatchSession) -> int:
+        """A new stream is opening on `s`: older streams stop moving its cursors from now
+        on (they end at their next step). Returns the new stream's generation."""
+        s.generation += 1
+        return s.generation
 
     def stream_opened(self, s: WatchSession) -> None:
         s.open_streams += 1

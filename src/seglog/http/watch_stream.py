@@ -16,6 +16,7 @@ Owner: the event loop. The session's cursors are shared by every stream of the s
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -56,6 +57,7 @@ class WatchStream:
         head_of: Callable[[str], int],
         clock: Clock,
         shutting_down: Callable[[], bool],
+        generation: int | None = None,
     ) -> None:
         self.session = session
         self._feed = feed
@@ -67,6 +69,7 @@ class WatchStream:
         self._live = list(session.cursors)
         self._heads: dict[str, int] = {}  # head seen by the last read of each topic
         self._last_sent = clock.monotonic()
+        self._generation = session.generation if generation is None else generation
 
     @property
     def all_deleted(self) -> bool:
@@ -80,23 +83,39 @@ class WatchStream:
         await send(data)
         self._last_sent = self._clock.monotonic()
 
+    @property
+    def superseded(self) -> bool:
+        """A newer stream of the same session opened: this one must stop moving the
+        session's cursors (its client reconnected, or is about to be gone)."""
+        return self.session.generation != self._generation
+
     async def run(self, send: SendBytes) -> None:
-        """Stream until every watched topic is deleted or the server shuts down; the caller
-        cancels the task when the client goes away."""
+        """Stream until every watched topic is deleted, the server shuts down or a newer
+        stream of the session takes over; the caller cancels the task when the client
+        goes away."""
         await self._send(send, retry_frame())
-        while self._live:
+        while self._live and not self.superseded:
             if self._shutting_down():
                 await self._send(send, frame("error", SHUTDOWN_ERROR, self._id()))
                 return
             backlog = False
             for topic in list(self._live):
+                if self.superseded:
+                    return
                 out = await self._pass(topic)
                 if out:
                     await self._send(send, out)
                 backlog |= self._topics[topic].tailing is False and topic in self._live
-            if backlog or not self._live:
+            if backlog:
+                # Yield every pass: reads of hot data run on the loop without awaiting, and
+                # sends to a vanished client return at once, so without this a long backlog
+                # would hold the loop and hide the client's disconnect from us.
+                await asyncio.sleep(0)
+                if self._clock.monotonic() - self._last_sent >= self.session.heartbeat_ms / 1e3:
+                    await self._send(send, heartbeat(self._clock.now_ms()))
                 continue
-            await self._idle(send)
+            if self._live:
+                await self._idle(send)
 
     async def _pass(self, topic: str) -> bytes:
         """One read of `topic`: the frames it produces, cursor updated before each id."""

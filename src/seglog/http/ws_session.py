@@ -169,7 +169,10 @@ class WsSession:
             backlog = False
             for name in list(self._subs):
                 backlog |= await self._deliver(name)
-            if backlog or self._changed():
+            if backlog:
+                await asyncio.sleep(0)  # a long backlog must not hold the loop
+                continue
+            if self._changed():
                 continue
             await self._idle()
 
