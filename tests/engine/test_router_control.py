@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -195,3 +196,21 @@ def test_worker_run_once_forwards_and_stops(make_engine: EngineFactory) -> None:
     assert worker.run_once() == 0
     worker.start()
     worker.stop()
+
+
+def test_worker_is_kicked_by_a_source_publish(make_engine: EngineFactory) -> None:
+    """A publish to a router's source wakes the worker at once (no waiting for the tick):
+    with a one-minute tick, the copy still lands promptly."""
+    e = make_engine()
+    e.put_router(RouterSpec("r", "s", "d"))
+    worker = RouterWorker(e, tick_ms=60_000)
+    worker.start()
+    try:
+        e.write("s", [RecordIn.of(1)])
+        deadline = time.monotonic() + 10
+        while e.topics["d"].head < 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert e.topics["d"].head == 1
+        e.write("other", [RecordIn.of(1)])  # not a source: no kick needed, none harmful
+    finally:
+        worker.stop()
