@@ -652,3 +652,21 @@ async def test_loop_shutdown_during_backlog() -> None:
     assert frames[-1].event == "error"
     assert frames[-1].id == encode_cursor_map({"a": 40})
     assert rec_seqs(frames, "a") == list(range(1, 41))
+
+
+async def test_loop_superseded_mid_read_leaves_the_rewound_cursors_alone() -> None:
+    """A reconnect takes the session over (and may rewind it) while an old stream is in the
+    middle of a read: the old stream must not write its read's cursor back, nor send it."""
+    h = Harness({"a": 100}, limit=10)
+    sessions = make_sessions(h.clock)
+
+    def after_read(topic: str, cursor: int) -> None:
+        if len(h.feed.reads_log) == 3:  # third read in flight: a new stream opens
+            sessions.take_over(h.session)
+            h.session.cursors = {"a": 5}  # its Last-Event-ID rewind
+
+    h.feed.after_read = after_read
+    frames = await h.run()
+    assert h.session.cursors == {"a": 5}
+    assert rec_seqs(frames, "a") == list(range(1, 21))  # two batches sent, not the third
+    assert h.stream.superseded

@@ -103,7 +103,7 @@ class WatchStream:
                 if self.superseded:
                     return
                 out = await self._pass(topic)
-                if out:
+                if out and not self.superseded:
                     await self._send(send, out)
                 backlog |= self._topics[topic].tailing is False and topic in self._live
             if backlog:
@@ -119,16 +119,21 @@ class WatchStream:
 
     async def _pass(self, topic: str) -> bytes:
         """One read of `topic`: the frames it produces, cursor updated before each id."""
-        cursors = self.session.cursors
         st = self._topics[topic]
         try:
-            batch = await self._feed.read(topic, cursors[topic], self.session.options[topic])
+            cursor = self.session.cursors[topic]
+            batch = await self._feed.read(topic, cursor, self.session.options[topic])
         except SeglogError as e:
             if e.code is not ErrorCode.TOPIC_NOT_FOUND:
                 raise
+            if self.superseded:
+                return b""
             self._live.remove(topic)
             data = b'{"topic":%b,"head_seq":0,"reason":"deleted"}' % orjson.dumps(topic)
             return frame("topic-deleted", data, self._id())
+        if self.superseded:
+            return b""  # a newer stream took over (and may have rewound) while we read
+        cursors = self.session.cursors
         self._heads[topic] = batch.head_seq
         out: list[bytes] = []
         if batch.tombstone is not None:
