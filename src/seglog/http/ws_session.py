@@ -197,6 +197,8 @@ class WsSession:
             return False  # replaced or removed while reading
         sub.head_seen = batch.head_seq
         for message in _messages(batch, sub):
+            if self._subs.get(name) is not sub:
+                return False  # unsubscribed or replaced meanwhile: nothing more for it
             await self._put(message)
         return not batch.caught_up
 
