@@ -19,8 +19,9 @@ Two modes, chosen by whether a server holds the directory's lock (`.seglog.lock`
 - **running**: the WAL is being written, so it is not read; the state is the newest
   snapshot's, plus delete flags found in reused sealed segments, plus retention at `now_ms`.
 
-Not re-derived: router copies forwarded after the snapshot (the server recomputes them at
-startup with `ts = now`, STORAGE §6 step 9); `underived` names the routers concerned.
+Router copies made since the snapshot are in no file: like the server at startup (STORAGE
+§6 step 9) they are re-derived with the engine's forwarding step, in memory, stamped
+`now_ms` (the server stamps its start time). `underived` names any router still behind.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seglog.core.segment_format import SegmentCorruption
+from seglog.engine.forwarding import Forwarder
+from seglog.engine.publisher import Publisher
 from seglog.engine.recovery import Replayed, replay
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
@@ -126,6 +129,12 @@ class OfflineDir:
             snapshot_id=point.snapshot_id,
             use_wal=point.use_wal,
         )
+        # Step 8 before step 9, as at startup: which segments are reused is decided by the
+        # recovered heads, before forwarding appends copies to the dests.
+        self._reused = {
+            t.topic_id: self._reconcile(t) for t in self._rp.registry.all() if t.persistent
+        }
+        self._forward()
 
     @classmethod
     def open(
@@ -150,8 +159,9 @@ class OfflineDir:
         return out
 
     def underived(self) -> list[str]:
-        """Routers whose source holds seqs past their cursor: the server re-derives those
-        copies into the dest at startup; an offline read does not see them."""
+        """Routers still behind their source after the re-derivation (a `discard:"reject"`
+        dest refusing copies, the pass bound): the server would keep forwarding those in
+        the background after its start, so an online read may see more."""
         reg = self._rp.registry
         out = []
         for r in self._rp.routers.all():
@@ -180,26 +190,57 @@ class OfflineDir:
                     )
                 yield OfflineRecord(seq, rows.ts[k], rows.node[k], rows.tag[k], data, rows.meta[k])
 
-    def _view(self, t: TopicState) -> TopicView:
+    def _reconcile(self, t: TopicState) -> list[SegmentInfo]:
+        """§6 step 8, read-only: the sealed segments recovery reuses, their delete flags
+        applied to the live records they hold (every frame verified)."""
         infos = list_topic_segments(self.root, t.topic_id, self.cold_root, self.fs)
-        reused = [i for i in infos if i.last_seq <= t.head]  # §6 step 8
-        if reused:
-            store = SegmentStore(self.fs, self.root / "topics", self._cold_topics, t.topic_id)
-            flagged = []
-            try:
-                for i in reused:
-                    try:
-                        flagged += [s for s in store.read_del_flags(i) if t.is_live(s)]
-                    except SegmentCorruption as e:
-                        raise SegmentCorruption(f"{i.data_path}: {e}") from e
-            finally:
-                store.close()
-            if flagged:
-                t.apply_delete(None, None, 0, flagged)
+        reused = [i for i in infos if i.last_seq <= t.head]
+        if not reused:
+            return reused
+        store = SegmentStore(self.fs, self.root / "topics", self._cold_topics, t.topic_id)
+        flagged: list[int] = []
+        try:
+            for i in reused:
+                try:
+                    flagged += [s for s in store.read_del_flags(i) if t.is_live(s)]
+                except SegmentCorruption as e:
+                    raise SegmentCorruption(f"{i.data_path}: {e}") from e
+        finally:
+            store.close()
+        if flagged:
+            t.apply_delete(None, None, 0, flagged)
+        return reused
+
+    def _forward(self) -> None:
+        """§6 step 9 in memory: the live forwarding step over the recovered registry, with
+        retention passes applied at once (the server logs their watermarks first)."""
+        routers = self._rp.routers
+        if not routers.all():
+            return
+        clock = _FixedClock(self.point.now_ms)
+
+        def retain(t: TopicState, now: int) -> None:
+            cut = t.retention_cut(now)
+            if cut is not None:
+                t.apply_cut(cut)
+
+        fwd = Forwarder(
+            self._rp.registry,
+            routers,
+            Publisher(clock, retain),
+            clock,
+            lambda t: retain(t, clock.now_ms()),
+        )
+        for r in routers.all():
+            fwd.rebuild_copies(r)
+        fwd.forward_all()
+
+    def _view(self, t: TopicState) -> TopicView:
         cut = t.retention_cut(self.point.now_ms)  # what the online read's pass does first
         if cut is not None:
             t.apply_cut(cut)
         live = _ranges(t.live_records())
+        reused = self._reused.get(t.topic_id, [])
         used = tuple(i for i in reused if _overlaps(live, i.first_seq, i.last_seq))
         tail = _minus(live, [(i.first_seq, i.last_seq) for i in used])
         return TopicView(t.name, t.topic_id, t.head, t.earliest(), t.count, live, used, tail)

@@ -17,6 +17,7 @@ import pytest
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import relocate_cold, seal_topic
 from seglog.model import Durability, RecordIn, Selector, TopicConfig
+from seglog.router_model import Guarantee, RouterSpec
 from seglog.spark.errors import SeglogCorruptionError
 from seglog.spark.files import (
     SegmentPartition,
@@ -246,3 +247,34 @@ def test_running_engine_reads_as_of_its_newest_snapshot(tmp_path: Path) -> None:
     finally:
         e.close(snapshot=False)
     assert len(offline(root)) == 200  # stopped: the WAL is replayed
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+def test_router_copies_since_the_snapshot_are_re_derived(
+    tmp_path: Path, guarantee: Guarantee
+) -> None:
+    """Copies are in no file (SEMANTICS §8.4): the reader re-derives them as the server
+    does at startup — same dest seqs, data, node, tag and meta; only `ts` is the read's
+    planning time instead of the server's start time."""
+    root = tmp_path / "dir"
+    e = Engine(options(root))
+    e.open()
+    e.put_topic("src", TopicConfig())
+    e.put_router(RouterSpec("r", "src", "dst", filter=Selector("Glob", "t"), guarantee=guarantee))
+    e.write("src", recs(60, 0))
+    e.read("dst")  # read-your-writes: forwards, so the snapshot holds copies
+    e.snapshot()
+    e.write("src", recs(40, 100))  # forwarded after the snapshot: copies in no file
+    e.read("dst")
+    e.close(snapshot=False)
+    got = offline(root)
+    want = online_after_restart(root, tmp_path)
+
+    def no_ts(rows: list[Row]) -> list[tuple[Any, ...]]:
+        return [r[:2] + r[3:] for r in rows]
+
+    assert no_ts(got) == no_ts(want)
+    assert [r[1] for r in got if r[0] == "dst"] == list(range(1, 101))
+    assert [r for r in got if r[0] == "dst" and r[1] <= 60] == [
+        r for r in want if r[0] == "dst" and r[1] <= 60
+    ]  # copies in the snapshot keep their ts

@@ -282,6 +282,26 @@ def test_offline_equals_online_after_restart(
     assert not any(r[3] == "tag2" or (r[3] == "tag1" and r[1] <= 10_000) for r in a)
 
 
+def test_offline_read_of_a_running_server_is_as_of_its_newest_snapshot(
+    spark: Any, server_factory: Callable[..., ServerProc]
+) -> None:
+    """The lock a server process holds is detected (without writing): the WAL is not read
+    and the read is the newest snapshot's state, as docs/spark.md states."""
+    srv = server_factory({"SEGLOG_SEGMENT_MAX_EVENTS": "500"}, name="running")
+    append(srv.client(), "run.a", make_records(1_200))
+    srv.restart()  # the shutdown snapshot
+    at_snapshot = spark_rows(seglog_read(spark, srv.url, topicPrefix="run."))
+    c = srv.client()
+    append(c, "run.a", make_records(700, offset=1_200))  # WAL and new segments only
+    append(c, "run.b", make_records(100))  # a topic after the snapshot
+    got = spark_rows(offline_read(spark, srv, topicPrefix="run."))
+    assert got == at_snapshot and len(got) == 1_200
+    with pytest.raises(Exception, match="requireStopped"):
+        offline_read(spark, srv, topicPrefix="run.", requireStopped="true").collect()
+    srv.stop()
+    assert len(spark_rows(offline_read(spark, srv, topicPrefix="run."))) == 2_000
+
+
 def on_disk_segments(data_dir: Path) -> dict[str, list[tuple[int, int]]]:
     """Seq ranges of the sealed segment files per topic, via the storage read-only API."""
     from seglog.storage.fs import RealFs

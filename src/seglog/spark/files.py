@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,6 @@ class TailPartition(InputPartition):  # type: ignore[misc]
 def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
     """Replay the directory read-only and split what an online read would return into
     segment partitions and one tail partition."""
-    from seglog.core.segment_format import SegmentCorruption
     from seglog.offline import restrict, server_running
     from seglog.storage.snapshot import SnapshotMissingError
 
@@ -106,14 +106,11 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
             f"path: a server is running on {opts.path} and has no snapshot yet; read it "
             "online, or once it wrote one (every 60 s)"
         )
-    try:
-        views = d.topics()  # reads every reused segment's delete flags, verifying each frame
-    except SegmentCorruption as e:
-        raise SeglogCorruptionError(f"seglog offline: corrupt segment {e}") from e
+    views = d.topics()
     for r in d.underived():
         log.warning(
-            "seglog offline: router %s forwarded records that are not in any file; the "
-            "server re-derives them at startup, this read does not return them",
+            "seglog offline: router %s is still behind its source after re-deriving its "
+            "copies; the server would keep forwarding after its start",
             r,
         )
     topics = [t for t in views if opts.subscription.matches(t.name)]
@@ -138,12 +135,24 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
 
 def _open(opts: FilesOptions, now_ms: int, running: bool) -> Any:
     from seglog.offline import OfflineDir
+
+    with _corruption_fails(opts):
+        return OfflineDir.open(opts.path, opts.cold_path, now_ms, running=running)
+
+
+@contextmanager
+def _corruption_fails(opts: FilesOptions) -> Iterator[None]:
+    """Damage recovery refuses on (mid-WAL corruption, a missing WAL file, a corrupt
+    segment frame: the replay verifies every reused segment) fails the read loudly."""
+    from seglog.core.segment_format import SegmentCorruption
     from seglog.storage.walscan import WalCorruptionError, WalFilesMissingError
 
     try:
-        return OfflineDir.open(opts.path, opts.cold_path, now_ms, running=running)
+        yield
     except (WalCorruptionError, WalFilesMissingError) as e:
         raise SeglogCorruptionError(f"seglog offline: {opts.path}: {e}") from e
+    except SegmentCorruption as e:
+        raise SeglogCorruptionError(f"seglog offline: corrupt segment {e}") from e
 
 
 class _Batches:
@@ -221,7 +230,8 @@ def read_tail(opts: FilesOptions, schema: pa.Schema, p: TailPartition) -> Iterat
     from seglog.storage.snapshot import SnapshotMissingError
 
     try:
-        d = OfflineDir(opts.path, opts.cold_path, p.point)
+        with _corruption_fails(opts):
+            d = OfflineDir(opts.path, opts.cold_path, p.point)
     except SnapshotMissingError as e:
         raise SeglogDataLossError(
             f"seglog offline: {e} since planning (the server took newer ones); re-run the read"
