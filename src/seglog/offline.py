@@ -151,12 +151,9 @@ class OfflineDir:
         return self._rp.snapshot is not None
 
     def topics(self) -> list[TopicView]:
-        """Every persistent topic, by name, after §6 step 8 and a retention pass."""
-        out = []
-        for t in sorted(self._rp.registry.all(), key=lambda t: t.name):
-            if t.persistent:
-                out.append(self._view(t))
-        return out
+        """Every topic, by name, after §6 step 8 and a retention pass. An ephemeral topic
+        holds no records after a restart (SEMANTICS §2.2): it is listed, empty."""
+        return [self._view(t) for t in sorted(self._rp.registry.all(), key=lambda t: t.name)]
 
     def underived(self) -> list[str]:
         """Routers still behind their source after the re-derivation (a `discard:"reject"`
@@ -236,6 +233,8 @@ class OfflineDir:
         fwd.forward_all()
 
     def _view(self, t: TopicState) -> TopicView:
+        if not t.persistent:
+            return TopicView(t.name, t.topic_id, t.head, t.head + 1, 0, (), (), ())
         cut = t.retention_cut(self.point.now_ms)  # what the online read's pass does first
         if cut is not None:
             t.apply_cut(cut)

@@ -278,3 +278,20 @@ def test_router_copies_since_the_snapshot_are_re_derived(
     assert [r for r in got if r[0] == "dst" and r[1] <= 60] == [
         r for r in want if r[0] == "dst" and r[1] <= 60
     ]  # copies in the snapshot keep their ts
+
+
+def test_no_snapshot_yet_and_an_ephemeral_topic(tmp_path: Path) -> None:
+    """A crash before the first snapshot: the whole WAL is replayed. An ephemeral topic is
+    listed (it exists after a restart) but holds nothing."""
+    root = tmp_path / "dir"
+    e = Engine(options(root))
+    e.open()
+    e.put_topic("w", TopicConfig(durability=Durability.MEMORY))
+    e.put_topic("eph", TopicConfig(durability=Durability.EPHEMERAL))
+    e.write("w", recs(70, 0))
+    e.write("eph", recs(5, 0))
+    e.close(snapshot=False)
+    assert not list((root / "data" / "meta").glob("snapshot-*"))
+    got = offline(root)
+    assert got == online_after_restart(root, tmp_path) and len(got) == 70
+    assert offline(root, topics="eph") == []
