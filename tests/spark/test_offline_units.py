@@ -295,3 +295,29 @@ def test_no_snapshot_yet_and_an_ephemeral_topic(tmp_path: Path) -> None:
     got = offline(root)
     assert got == online_after_restart(root, tmp_path) and len(got) == 70
     assert offline(root, topics="eph") == []
+
+
+def test_unfinished_submission_is_not_returned(tmp_path: Path) -> None:
+    """Complete frames of a submission whose last frame never reached the file (a crash
+    mid-write, never acked) are dropped in memory, as recovery drops them."""
+    import xxhash
+
+    from seglog.core.frames import encode_append
+
+    root = tmp_path / "dir"
+    e = build(root, final_snapshot=False)
+    b = e.topics["b"]
+    shard = xxhash.xxh3_64_intdigest(b.topic_id.to_bytes(8, "little")) % 2
+    fs = RealFs()
+    (g,) = [g for g in discover_groups(fs, root / "data" / "wal") if g.key == f"shard-{shard:02d}"]
+    end = scan_group(fs, g).files[-1]
+    frames = b"".join(
+        encode_append(b.topic_id, b.head + k, 1, None, "t0", b'{"d":1}', True, more=True)
+        for k in (1, 2)
+    )
+    with open(end.path, "r+b") as fh:
+        fh.seek(end.end)
+        fh.write(frames)
+    got = offline(root)
+    assert got == online_after_restart(root, tmp_path)
+    assert max(r[1] for r in got if r[0] == "b") == b.head
