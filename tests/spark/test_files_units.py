@@ -1,5 +1,6 @@
 """The offline reader over a hand-built data dir (no server, no Spark): live-record rules
-(floors, delete flags, TTL), both tiers, one partition per segment, checksum failures."""
+(floors, delete flags, TTL), both tiers, one partition per segment plus one for the
+records no segment holds, checksum failures."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ pytest.importorskip("seglog.core.payload_blob")
 
 from seglog.core.segment_format import SegmentRecord, encode_segment
 from seglog.spark.errors import SeglogCorruptionError
-from seglog.spark.files import plan_segments, read_segment
+from seglog.spark.files import SegmentPartition, TailPartition, plan, read_segment, read_tail
 from seglog.spark.options import parse_files_options
 from seglog.spark.schema import arrow_schema
 from seglog.storage.snapshot import encode_snapshot, snapshot_name
@@ -49,6 +50,15 @@ def build(tmp: Path) -> tuple[Path, Path, Path]:
             deleted,
         )
 
+    def snap_rec(seq: int, ts: int = NOW) -> dict[str, Any]:
+        r = rec(seq, ts=ts)
+        out: dict[str, Any] = {"seq": seq, "ts": ts, "tag": r.tag, "data": {"s": seq}, "bytes": 9}
+        if r.node is not None:
+            out["node"] = r.node
+        if seq % 3 == 0:
+            out["meta"] = {"m": seq}
+        return out
+
     write_segment(cold, 1, [rec(s) for s in range(1, 11)])  # all below the floor
     write_segment(cold, 1, [rec(s, deleted=s == 15) for s in range(11, 21)])
     bad = write_segment(hot, 1, [rec(s) for s in range(21, 31)])
@@ -72,7 +82,7 @@ def build(tmp: Path) -> tuple[Path, Path, Path]:
                 "expiry_floor": 0,
                 "delete_floor": 3,
                 "source_trim_floor": 0,
-                "records": [],
+                "records": [snap_rec(s) for s in range(13, 33)],  # 15: flagged in its segment
             },
             {
                 "name": "b",
@@ -85,7 +95,7 @@ def build(tmp: Path) -> tuple[Path, Path, Path]:
                 "expiry_floor": 0,
                 "delete_floor": 0,
                 "source_trim_floor": 0,
-                "records": [],
+                "records": [snap_rec(s, NOW - 10_000 if s < 4 else NOW) for s in range(1, 7)],
             },
         ],
     }
@@ -96,8 +106,13 @@ def build(tmp: Path) -> tuple[Path, Path, Path]:
 def read_all(opts: Any) -> list[tuple[str, int, Any, Any, Any]]:
     schema = arrow_schema(SPARK_SCHEMA)
     out = []
-    for p in plan_segments(opts, NOW):
-        for b in read_segment(opts, schema, p):
+    for p in plan(opts, NOW):
+        batches = (
+            read_segment(opts, schema, p)
+            if isinstance(p, SegmentPartition)
+            else read_tail(opts, schema, p)
+        )
+        for b in batches:
             assert b.schema.equals(schema)
             for r in b.to_pylist():
                 out.append((r["topic"], r["seq"], r["tag"], r["node"], orjson.loads(r["data"])))
@@ -107,11 +122,14 @@ def read_all(opts: Any) -> list[tuple[str, int, Any, Any, Any]]:
 def test_offline_reads_only_live_sealed_records(tmp_path: Path) -> None:
     hot, cold, _ = build(tmp_path)
     opts = parse_files_options({"path": str(hot), "coldPath": str(cold)})
-    parts = plan_segments(opts, NOW)
-    assert [(p.topic, p.first_seq) for p in parts] == [("a", 11), ("a", 21), ("b", 1)]
+    parts = plan(opts, NOW)
+    segs = [(p.topic, p.first_seq) for p in parts if isinstance(p, SegmentPartition)]
+    assert segs == [("a", 11), ("a", 21), ("b", 1)]  # 1..10 lie below the floors
+    (tail,) = [p for p in parts if isinstance(p, TailPartition)]
+    assert [(t.name, t.seqs) for t in tail.topics] == [("a", ((31, 32),))]  # the active tail
     rows = read_all(opts)
     a = [r[1] for r in rows if r[0] == "a"]
-    assert a == [s for s in range(13, 31) if s != 15]  # evict floor 12, deleted 15, sealed only
+    assert a == [s for s in range(13, 33) if s != 15]  # evict floor 12, flagged 15
     assert [r[1] for r in rows if r[0] == "b"] == [4, 5, 6]  # 1..3 older than the 5 s TTL
     assert rows[0] == ("a", 13, "t13", "n1", {"s": 13})
     only_b = parse_files_options({"path": str(hot), "coldPath": str(cold), "topics": "b"})

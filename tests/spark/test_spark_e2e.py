@@ -185,6 +185,13 @@ def test_data_loss_on_capped_topic(spark: Any, server: ServerProc, tmp_path: Pat
     assert sorted(r.seq for r in lenient.select("seq").collect()) == list(range(26, 36))
 
 
+def offline_read(spark: Any, srv: ServerProc, **opts: str) -> Any:
+    reader = spark.read.format("seglog").option("path", str(srv.data_dir))
+    for k, v in opts.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
 def test_offline_read_equals_online(spark: Any, server_factory: Callable[..., ServerProc]) -> None:
     srv = server_factory({"SEGLOG_SEGMENT_MAX_EVENTS": "100"})
     c = srv.client()
@@ -207,24 +214,92 @@ def test_offline_read_equals_online(spark: Any, server_factory: Callable[..., Se
     assert srv.proc.returncode == 0
 
     sealed_segments = on_disk_segments(srv.data_dir)
-    sealed = [r for r in online if any(lo <= r[1] <= hi for lo, hi in sealed_segments[r[0]])]
-    assert len(sealed_segments["off.a"]) >= 5 and len(sealed) >= 500  # not a vacuous check
-    df = (
-        spark.read.format("seglog")
-        .option("path", str(srv.data_dir))
-        .option("topicPrefix", "off.")
-        .load()
-    )
-    assert spark_rows(df) == sealed  # nothing below the floors, nothing deleted, nothing missing
+    assert len(sealed_segments["off.a"]) >= 5  # segment partitions, not only the tail
+    df = offline_read(spark, srv, topicPrefix="off.")
+    assert spark_rows(df) == online  # nothing below the floors, nothing deleted, nothing missing
     live_segments = [
         (t, lo, hi)
         for t, ranges in sealed_segments.items()
         for lo, hi in ranges
-        if any(r[0] == t and lo <= r[1] <= hi for r in sealed)
+        if any(r[0] == t and lo <= r[1] <= hi for r in online)
     ]
-    assert df.rdd.getNumPartitions() == len(live_segments)  # one partition per segment
+    assert df.rdd.getNumPartitions() == len(live_segments) + 1  # + one for the unsealed tails
     only_b = spark.read.format("seglog_files").option("topics", "off.b").load(str(srv.data_dir))
-    assert spark_rows(only_b) == [r for r in sealed if r[0] == "off.b"]
+    assert spark_rows(only_b) == [r for r in online if r[0] == "off.b"]
+
+
+@pytest.mark.parametrize("stop", ["sigterm", "sigkill"])
+def test_offline_equals_online_after_restart(
+    spark: Any, server_factory: Callable[..., ServerProc], tmp_path: Path, stop: str
+) -> None:
+    """Issue 11's report: a stopped server's data dir, read offline, returns exactly what
+    the restarted server returns online — two topics, one created after the last snapshot,
+    records only in the WAL, deletes, a cap and a cold tier."""
+    import httpx
+
+    cold = tmp_path / "cold"
+    env = {
+        "SEGLOG_SEGMENT_MAX_EVENTS": "1000",
+        "SEGLOG_COLD_DIR": str(cold),
+        "SEGLOG_HOT_RETAIN_SEGMENTS": "1",
+    }
+    srv = server_factory(env, name=f"restart-{stop}")
+    c = srv.client()
+    c.put_topic("rs.a", config={"cap_records": 9_000})
+    append(c, "rs.a", make_records(10_000))
+    r = httpx.post(
+        f"{srv.url}/v0/topics/rs.a/delete", json={"match": ["tag", "Eq", "tag1"]}, timeout=30
+    )
+    assert r.status_code == 200
+    deadline = time.monotonic() + 20  # the relocator runs every 5 s
+    while not list(cold.rglob("*.data")):
+        assert time.monotonic() < deadline, "no segment reached the cold tier"
+        time.sleep(0.2)
+    srv.restart()  # a clean stop: the snapshot holds everything so far
+    c = srv.client()
+    append(c, "rs.a", make_records(4_500, offset=10_000))  # the WAL (and new segments) only
+    append(c, "rs.b", make_records(3_000, offset=50_000))  # a topic after the last snapshot
+    r = httpx.post(f"{srv.url}/v0/topics/rs.b/delete", json={"before_seq": 11}, timeout=30)
+    assert r.status_code == 200 and r.json()["deleted"] == 10
+    r = httpx.post(  # flags in hot and cold segments, and a Delete frame only in the WAL
+        f"{srv.url}/v0/topics/rs.a/delete", json={"match": ["tag", "Eq", "tag2"]}, timeout=30
+    )
+    assert r.status_code == 200 and r.json()["deleted"] > 1000
+    if stop == "sigterm":
+        assert srv.stop() == 0
+    else:
+        srv.kill()
+
+    got = spark_rows(offline_read(spark, srv, topicPrefix="rs.", coldPath=str(cold)))
+    srv.start()
+    online = spark_rows(seglog_read(spark, srv.url, topicPrefix="rs."))
+    assert got == online
+    a = [r for r in got if r[0] == "rs.a"]
+    b = [r for r in got if r[0] == "rs.b"]
+    assert len(b) == 2_990 and b[0][1] == 11
+    assert a[-1][1] == 14_500 and 5_000 < len(a) < 9_000  # capped, then tag2 deleted
+    assert a[0][1] > 1_000  # the cap evicted the oldest live records
+    assert not any(r[3] == "tag2" or (r[3] == "tag1" and r[1] <= 10_000) for r in a)
+
+
+def test_offline_read_of_a_running_server_is_as_of_its_newest_snapshot(
+    spark: Any, server_factory: Callable[..., ServerProc]
+) -> None:
+    """The lock a server process holds is detected (without writing): the WAL is not read
+    and the read is the newest snapshot's state, as docs/spark.md states."""
+    srv = server_factory({"SEGLOG_SEGMENT_MAX_EVENTS": "500"}, name="running")
+    append(srv.client(), "run.a", make_records(1_200))
+    srv.restart()  # the shutdown snapshot
+    at_snapshot = spark_rows(seglog_read(spark, srv.url, topicPrefix="run."))
+    c = srv.client()
+    append(c, "run.a", make_records(700, offset=1_200))  # WAL and new segments only
+    append(c, "run.b", make_records(100))  # a topic after the snapshot
+    got = spark_rows(offline_read(spark, srv, topicPrefix="run."))
+    assert got == at_snapshot and len(got) == 1_200
+    with pytest.raises(Exception, match="requireStopped"):
+        offline_read(spark, srv, topicPrefix="run.", requireStopped="true").collect()
+    srv.stop()
+    assert len(spark_rows(offline_read(spark, srv, topicPrefix="run."))) == 2_000
 
 
 def on_disk_segments(data_dir: Path) -> dict[str, list[tuple[int, int]]]:

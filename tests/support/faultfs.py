@@ -448,6 +448,10 @@ class FaultFs:
         with self._lock:
             self.locks.discard(Path(str(handle)))
 
+    def lock_held(self, path: Path) -> bool:
+        with self._lock:
+            return Path(path) in self.locks
+
     # ---- inspection for tests ----
     def durable_bytes(self, path: Path) -> bytes:
         """The synced content of a file (regardless of its entry's durability)."""

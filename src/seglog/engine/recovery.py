@@ -11,8 +11,9 @@ the replayed records and the clock, and the next live retention pass logs what i
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 from seglog.clock import Clock
 from seglog.core.frame_bodies import (
@@ -25,7 +26,7 @@ from seglog.core.frame_bodies import (
     TopicDeleteBody,
 )
 from seglog.core.frame_scanner import RawFrame
-from seglog.core.frames import FLAG_MORE, FrameType, WalFrame
+from seglog.core.frames import FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -34,8 +35,15 @@ from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
 from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
-from seglog.storage.snapshot import SnapshotMark, load_latest_snapshot
+from seglog.storage.snapshot import (
+    SnapshotMark,
+    SnapshotMissingError,
+    load_latest_snapshot,
+    load_snapshot,
+    snapshot_name,
+)
 from seglog.storage.wal_files import WalGroup, discover_groups, group_key, replay_order
+from seglog.storage.wal_submissions import Submissions
 from seglog.storage.walscan import (
     GroupScan,
     GroupScanner,
@@ -73,23 +81,51 @@ class _Replay:
     now: int
 
 
-def recover(
+@dataclass(slots=True)
+class Replayed:
+    """What the read-only half of recovery rebuilt: the registry and routers as replay
+    left them (head reservations padded, dead fronts popped, orphan routers dropped), the
+    snapshot it started from, and each group's scan with its unfinished submissions
+    (file idx → start offset, frames) for the writing half to cut."""
+
+    registry: Registry
+    routers: RouterTable
+    snapshot: SnapshotMark | None
+    scans: list[tuple[GroupScan, dict[int, tuple[int, int]]]]
+    group_keys: set[str]
+
+
+def replay(
     fs: Fs,
-    datadir: DataDir,
+    meta_dir: Path,
+    wal_dir: Path,
     *,
     wal_shards: int,
     clock: Clock,
     attach_segments: AttachSegments,
     on_progress: Callable[[float], None] | None = None,
-) -> Recovered:
-    """STORAGE §6 steps 2–8 over the locked `datadir`. Raises `WalCorruptionError` (and
-    changes nothing on disk) when a WAL group holds valid frames after an invalid one."""
+    snapshot_id: int | None = None,
+    use_wal: bool = True,
+) -> Replayed:
+    """STORAGE §6 steps 2–4, the corruption check of step 6, step 7 and the first half of
+    step 9, in memory only: it reads the files and never writes to them, so it also serves
+    readers of a directory it does not own (`seglog.offline`). `snapshot_id` pins the
+    snapshot to start from (`SnapshotMissingError` if it is gone or damaged) instead of the
+    newest valid one; `use_wal=False` stops at the snapshot. Raises `WalCorruptionError`
+    when a WAL group holds valid frames after an invalid one."""
     registry = Registry()
     routers = RouterTable()
     rp = _Replay(registry, routers, attach_segments, clock.now_ms())
     starts: dict[str, Position] = {}
     last_snapshot = None
-    snap = load_latest_snapshot(fs, datadir.meta_dir)
+    if snapshot_id is None:
+        snap = load_latest_snapshot(fs, meta_dir)
+    else:
+        snap = load_snapshot(fs, meta_dir, snapshot_id)
+        if snap is None:
+            raise SnapshotMissingError(
+                f"snapshot {meta_dir / snapshot_name(snapshot_id)} is gone or damaged"
+            )
     if snap is not None:
         registry.note_id(int(snap.get("next_topic_id", 1)) - 1)
         for entry in snap.get("topics", []):
@@ -100,10 +136,8 @@ def recover(
         starts = snapshot_positions(snap)
         last_snapshot = SnapshotMark(int(snap["id"]), starts)
 
-    groups = discover_groups(fs, datadir.wal_dir)
-    shards = max(1, wal_shards)
-    ordered = replay_order(groups, shards)
-    current = {group_key(i, shards) for i in range(shards)}
+    groups = discover_groups(fs, wal_dir) if use_wal else []
+    ordered = replay_order(groups, max(1, wal_shards))
     total_bytes = sum(_group_bytes(fs, g, starts) for g in ordered) or 1
     done_bytes = 0
 
@@ -114,21 +148,65 @@ def recover(
             on_progress(min(done_bytes / total_bytes, 0.999))
 
     # Frames of one topic past the checkpoints are all in one group: every layout change
-    # is followed by a snapshot before any write (below), so groups replay independently,
-    # the old layout's first.
+    # is followed by a snapshot before any write (`recover`'s caller), so groups replay
+    # independently, the old layout's first.
     scans: list[tuple[GroupScan, dict[int, tuple[int, int]]]] = []
     for g in ordered:
         check_files_present(g, starts.get(g.key, (1, 0)), g.key in starts)
     for g in ordered:
         scanner = GroupScanner(fs, g, starts.get(g.key, (1, 0)))
-        whole = _Submissions(scanner, progress)
+        whole = Submissions(scanner, progress)
         _apply_all(rp, whole)
         scans.append((scanner.result, whole.unfinished))
-    # Step 6: nothing on disk changes before every group is known sound.
     check_groups(sc for sc, _ in scans)
+
+    for t in registry.all():
+        if t.persistent and t.reservation > t.head:
+            # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
+            # a class change to a persistent class, may have acked seqs up to there.
+            t.append_holes(t.reservation, rp.now)
+        if not t.persistent:
+            # An ephemeral topic keeps no records across a crash (SEMANTICS §2.2), also none
+            # replayed from a persistent period before its class changed: only its head.
+            t.delete_floor = max(t.delete_floor, t.head)
+        # Replay leaves dead runs at the front (holes, deletes, capped records): pop them so
+        # earliest_seq is where the live records start, never below what it was before.
+        t.pop_front()
+        t.reserved = t.head
+        t.reservation = t.reservation_durable = t.head
+    _drop_orphan_routers(registry, routers)
+    return Replayed(registry, routers, last_snapshot, scans, {g.key for g in groups})
+
+
+def recover(
+    fs: Fs,
+    datadir: DataDir,
+    *,
+    wal_shards: int,
+    clock: Clock,
+    attach_segments: AttachSegments,
+    on_progress: Callable[[float], None] | None = None,
+) -> Recovered:
+    """STORAGE §6 steps 2–8 over the locked `datadir`: `replay`, then the writes it implies
+    (torn tails and unfinished submissions cut, segments reconciled, orphan segment dirs
+    removed). Raises `WalCorruptionError` (and changes nothing on disk) when a WAL group
+    holds valid frames after an invalid one."""
+    rp = replay(
+        fs,
+        datadir.meta_dir,
+        datadir.wal_dir,
+        wal_shards=wal_shards,
+        clock=clock,
+        attach_segments=attach_segments,
+        on_progress=on_progress,
+    )
+    registry, routers = rp.registry, rp.routers
+    shards = max(1, wal_shards)
+    current = {group_key(i, shards) for i in range(shards)}
+    # Step 6: nothing on disk changed before every group was known sound (`replay`).
     torn = 0
     tails: dict[str, Position] = {}
-    for sc, unfinished in scans:
+    for sc, unfinished in rp.scans:
         cut = {path for path, _ in seal_torn_tails(fs, sc)}
         for path, offset in sc.torn_tails:
             log.warning("WAL %s: torn tail cut at offset %d", path, offset)
@@ -147,22 +225,9 @@ def recover(
         tail = sc.tail
         if sc.key in current and tail is not None:
             tails[sc.key] = (tail[0], unfinished[tail[0]][0]) if tail[0] in unfinished else tail
-    layout_changed = bool(groups) and {g.key for g in groups} != current
+    layout_changed = bool(rp.group_keys) and rp.group_keys != current
 
     for t in registry.all():
-        if t.persistent and t.reservation > t.head:
-            # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
-            # a class change to a persistent class, may have acked seqs up to there.
-            t.append_holes(t.reservation, rp.now)
-        if not t.persistent:
-            # An ephemeral topic keeps no records across a crash (SEMANTICS §2.2), also none
-            # replayed from a persistent period before its class changed: only its head.
-            t.delete_floor = max(t.delete_floor, t.head)
-        # Replay leaves dead runs at the front (holes, deletes, capped records): pop them so
-        # earliest_seq is where the live records start, never below what it was before.
-        t.pop_front()
-        t.reserved = t.head
-        t.reservation = t.reservation_durable = t.head
         _reconcile_segments(t)
     # An ephemeral topic holds no records after recovery, so no segment of it is valid.
     known = {tid for tid, t in registry.by_id.items() if t.persistent}
@@ -172,8 +237,7 @@ def recover(
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    _drop_orphan_routers(registry, routers)
-    return Recovered(registry, tails, layout_changed, last_snapshot, torn, routers)
+    return Recovered(registry, tails, layout_changed, rp.snapshot, torn, routers)
 
 
 def _drop_orphan_routers(registry: Registry, routers: RouterTable) -> None:
@@ -198,48 +262,6 @@ def _group_bytes(fs: Fs, g: WalGroup, starts: dict[str, Position]) -> int:
             continue
         total += max(0, fs.file_size(path) - (start_off if idx == start_idx else 0))
     return total
-
-
-class _Submissions:
-    """A group's frames as replay must see them: whole submissions only. Frames flagged
-    `more` are held until the frame that ends their submission arrives; a submission still
-    open at the end of a file was cut short by a crash mid-write (never acknowledged), so
-    it is dropped and remembered in `unfinished` (file idx → its start offset, frames)."""
-
-    def __init__(self, scanner: GroupScanner, progress: Callable[[int], None]) -> None:
-        self.scanner = scanner
-        self.progress = progress
-        self.unfinished: dict[int, tuple[int, int]] = {}
-
-    def __iter__(self) -> Iterator[RawFrame]:
-        last_idx, last_end = self.scanner.start
-        pending = 0
-        held: list[RawFrame] = []
-        held_start = 0
-        for idx, raw in self.scanner:
-            if idx != last_idx:
-                if held:
-                    self.unfinished[last_idx] = (held_start, len(held))
-                    held = []
-                last_idx, last_end = idx, 0
-            start = last_end
-            pending += raw[0] - last_end
-            last_end = raw[0]
-            if pending >= 1 << 20:
-                self.progress(pending)
-                pending = 0
-            if raw[2] & FLAG_MORE:
-                if not held:
-                    held_start = start
-                held.append(raw)
-                continue
-            if held:
-                yield from held
-                held = []
-            yield raw
-        if held:
-            self.unfinished[last_idx] = (held_start, len(held))
-        self.progress(pending)
 
 
 _APPEND = int(FrameType.APPEND)

@@ -1,26 +1,34 @@
-"""Offline reader: sealed segment files of a (stopped or running) server's data dir.
+"""Offline reader: a server's data dir read directly, no server involved, nothing written.
 
-No server is involved. Topic names, ids, heads and watermarks come from the newest valid
-snapshot (`meta/snapshot-*.bin`); segments are listed and read through the read-only API of
-`seglog.storage.segment`, which verifies every frame's checksum (a mismatch always fails the
-read). One Spark partition per segment, hot or cold tier.
+What it returns is defined by `seglog.offline` (the engine's own replay, run read-only):
 
-What is returned is what the online source would return as of the newest snapshot, limited to
-sealed segments:
-- only seqs in `[earliest_live, snapshot head]`, where `earliest_live = max(base_seq, max of the
-  four floors + 1)` (SEMANTICS §4.1): evicted, expired-by-watermark, trimmed and deleted-below
-  prefixes are not returned;
-- records with the delete flag set are skipped, and so are records TTL-expired relative to the
-  time the read was planned (`now - ts > ttl_ms`);
-- the active (unsealed) tail and anything written after the newest snapshot are not visible;
-  read those online.
+- **stopped server** (no process holds `.seglog.lock`; clean stop or crash): exactly what an
+  online read returns after that server restarts — newest valid snapshot + sealed segments
+  + every WAL group up to its valid end (a torn tail is cut in memory, mid-WAL corruption
+  fails the read), deletes, caps, floors, head reservations, TTL at planning time;
+- **running server**: the state of its newest snapshot (delete flags set in sealed
+  segments since then included, retention at planning time); the WAL is not read.
+
+Partitions (planned on the driver, which replays once to learn heads and live seqs):
+
+- `SegmentPartition`: one reused sealed segment (hot or cold) and the live seq runs in it.
+  The executor reads the segment's bytes, verifying every frame's checksum (a mismatch
+  always fails the read, naming the file and offset).
+- `TailPartition`: the live seqs no sealed segment holds (the active tails, topics created
+  after the snapshot, records only in the WAL). Their payloads are in the snapshot and the
+  WAL, so the executor re-derives them by replaying the directory itself at the same point
+  (snapshot id, WAL or not, `now_ms`) and checks the result against the plan. One task for
+  every topic: the replay is the cost (a server start's), not the rows.
+
+Partitions carry only plain values and paths: nothing depends on driver-local state.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,41 +50,7 @@ from seglog.spark.schema import arrow_schema, build_batch, data_is_text, read_sc
 log = logging.getLogger("seglog.spark")
 
 ARROW_BATCH_ROWS = 10_000
-_FLOORS = ("evict_floor", "expiry_floor", "delete_floor", "source_trim_floor")
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSnapshot:
-    name: str
-    topic_id: int
-    live_from: int  # first seq that may be live
-    head_seq: int
-    ttl_ms: int
-
-
-def live_from(entry: Mapping[str, Any]) -> int:
-    """The earliest live seq a snapshot topic entry allows (SEMANTICS §4.1, before deletes)."""
-    floor = max(int(entry.get(f, 0) or 0) for f in _FLOORS)
-    return max(int(entry.get("base_seq", 1) or 1), floor + 1, 1)
-
-
-def snapshot_topics(body: Mapping[str, Any], opts: FilesOptions) -> list[TopicSnapshot]:
-    out: list[TopicSnapshot] = []
-    for e in body.get("topics", []):
-        name = str(e["name"])
-        if not opts.subscription.matches(name):
-            continue
-        cfg = e.get("config") or {}
-        out.append(
-            TopicSnapshot(
-                name,
-                int(e["topic_id"]),
-                live_from(e),
-                int(e["head_seq"]),
-                int(cfg.get("ttl_ms", 0) or 0),
-            )
-        )
-    return sorted(out, key=lambda t: t.name)
+Ranges = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
@@ -86,49 +60,124 @@ class SegmentPartition(InputPartition):  # type: ignore[misc]
     first_seq: int
     last_seq: int
     segment: Any  # seglog.storage.segment.SegmentInfo (picklable value object)
-    lo: int
-    hi: int
-    ttl_ms: int
-    now_ms: int
+    live: Ranges  # the seqs of this segment to return
 
 
-def plan_segments(opts: FilesOptions, now_ms: int) -> list[SegmentPartition]:
-    from seglog.storage.fs import RealFs
-    from seglog.storage.segment import list_topic_segments
-    from seglog.storage.snapshot import load_latest_snapshot
+@dataclass(frozen=True)
+class TailTopic:
+    name: str
+    topic_id: int
+    head: int
+    seqs: Ranges
+
+
+@dataclass(frozen=True)
+class TailPartition(InputPartition):  # type: ignore[misc]
+    point: Any  # seglog.offline.Point: where the executor's replay must land
+    topics: tuple[TailTopic, ...]
+
+
+def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
+    """Replay the directory read-only and split what an online read would return into
+    segment partitions and one tail partition."""
+    from seglog.offline import restrict, server_running
+    from seglog.storage.snapshot import SnapshotMissingError
 
     if not (opts.path / "meta").is_dir():
         raise SeglogOptionError(f"path: {opts.path} is not a seglog data directory (no meta/)")
-    body = load_latest_snapshot(RealFs(), opts.path / "meta")
-    if body is None:
-        raise SeglogOptionError(
-            f"path: no valid snapshot in {opts.path / 'meta'}; offline reads need one "
-            "(the server writes one every 60 s and at shutdown)"
+    running = server_running(opts.path)
+    if running:
+        if opts.require_stopped:
+            raise SeglogOptionError(
+                f"path: a server is running on {opts.path} (requireStopped=true); stop it, "
+                "or drop the option to read as of its newest snapshot"
+            )
+        log.warning(
+            "seglog offline: a server holds %s; reading as of its newest snapshot (records "
+            "written since are not returned; read them online)",
+            opts.path,
         )
-    parts: list[SegmentPartition] = []
-    topics = snapshot_topics(body, opts)
+    try:
+        d = _open(opts, now_ms, running)
+    except SnapshotMissingError as e:  # only if a snapshot vanished under us
+        raise SeglogDataLossError(f"seglog offline: {e}; re-run the read") from e
+    if running and not d.has_snapshot:
+        raise SeglogOptionError(
+            f"path: a server is running on {opts.path} and has no snapshot yet; read it "
+            "online, or once it wrote one (every 60 s)"
+        )
+    views = d.topics()
+    for r in d.underived():
+        log.warning(
+            "seglog offline: router %s is still behind its source after re-deriving its "
+            "copies; the server would keep forwarding after its start",
+            r,
+        )
+    topics = [t for t in views if opts.subscription.matches(t.name)]
     if opts.subscription.is_explicit:
         absent = sorted(set(opts.subscription.topics) - {t.name for t in topics})
         if absent:
-            raise SeglogOptionError(f"topics: {absent} not found in the snapshot of {opts.path}")
+            raise SeglogOptionError(f"topics: {absent} not found in {opts.path}")
+    parts: list[InputPartition] = []
+    tails: list[TailTopic] = []
     for t in topics:
-        for seg in list_topic_segments(opts.path, t.topic_id, opts.cold_path):
-            if seg.last_seq < t.live_from or seg.first_seq > t.head_seq:
-                continue
+        for seg in t.segments:
+            live = restrict(t.live, seg.first_seq, seg.last_seq)
             parts.append(
-                SegmentPartition(
-                    t.name,
-                    t.topic_id,
-                    seg.first_seq,
-                    seg.last_seq,
-                    seg,
-                    t.live_from,
-                    t.head_seq,
-                    t.ttl_ms,
-                    now_ms,
-                )
+                SegmentPartition(t.name, t.topic_id, seg.first_seq, seg.last_seq, seg, live)
             )
+        if t.tail:
+            tails.append(TailTopic(t.name, t.topic_id, t.head, t.tail))
+    if tails:
+        parts.append(TailPartition(d.point, tuple(tails)))
     return parts
+
+
+def _open(opts: FilesOptions, now_ms: int, running: bool) -> Any:
+    from seglog.offline import OfflineDir
+
+    with _corruption_fails(opts):
+        return OfflineDir.open(opts.path, opts.cold_path, now_ms, running=running)
+
+
+@contextmanager
+def _corruption_fails(opts: FilesOptions) -> Iterator[None]:
+    """Damage recovery refuses on (mid-WAL corruption, a missing WAL file, a corrupt
+    segment frame: the replay verifies every reused segment) fails the read loudly."""
+    from seglog.core.segment_format import SegmentCorruption
+    from seglog.storage.walscan import WalCorruptionError, WalFilesMissingError
+
+    try:
+        yield
+    except (WalCorruptionError, WalFilesMissingError) as e:
+        raise SeglogCorruptionError(f"seglog offline: {opts.path}: {e}") from e
+    except SegmentCorruption as e:
+        raise SeglogCorruptionError(f"seglog offline: corrupt segment {e}") from e
+
+
+class _Batches:
+    """Rows collected into Arrow batches of `ARROW_BATCH_ROWS` for one topic."""
+
+    def __init__(self, schema: pa.Schema, topic: str, include_meta: bool) -> None:
+        self.schema, self.topic, self.include_meta = schema, topic, include_meta
+        self.text = data_is_text(schema)
+        self.cols: tuple[list[Any], ...] = ([], [], [], [], [], [])
+
+    def add(self, seq: int, ts: int, tag: Any, node: Any, data: Any, meta: Any) -> bool:
+        seqs, tss, tags, nodes, datas, metas = self.cols
+        seqs.append(seq)
+        tss.append(ts)
+        tags.append(tag)
+        nodes.append(node)
+        datas.append(bytes(data).decode() if self.text else orjson.loads(data))
+        metas.append(None if meta is None or not self.include_meta else bytes(meta).decode())
+        return len(seqs) >= ARROW_BATCH_ROWS
+
+    def flush(self) -> Iterator[pa.RecordBatch]:
+        if self.cols[0]:
+            yield build_batch(self.schema, self.topic, *self.cols)
+            for v in self.cols:
+                v.clear()
 
 
 def _relocated(opts: FilesOptions, p: SegmentPartition) -> Any | None:
@@ -148,23 +197,7 @@ def read_segment(
     from seglog.core.segment_format import SegmentCorruption
     from seglog.storage.segment import iter_segment
 
-    text = data_is_text(schema)
-    include_meta = opts.include_meta
-    lo, hi, ttl_ms, now_ms = p.lo, p.hi, p.ttl_ms, p.now_ms
-    # plain local lists: this loop is the offline reader's hot path
-    seqs: list[int] = []
-    tss: list[int] = []
-    tags: list[str | None] = []
-    nodes: list[str | None] = []
-    datas: list[Any] = []
-    metas: list[str | None] = []
-
-    def flush() -> pa.RecordBatch:
-        b = build_batch(schema, p.topic, seqs, tss, tags, nodes, datas, metas)
-        for v in (seqs, tss, tags, nodes, datas, metas):
-            v.clear()
-        return b
-
+    out = _Batches(schema, p.topic, opts.include_meta)
     seg = p.segment
     if not Path(seg.data_path).exists():
         seg = _relocated(opts, p)
@@ -173,28 +206,45 @@ def read_segment(
                 f"seglog offline: segment {p.first_seq}..{p.last_seq} of topic {p.topic!r} vanished "
                 "after planning (dropped by retention); re-run the read"
             )
+    runs = iter(p.live)
+    lo, hi = next(runs, (0, -1))
     try:
-        for rec in iter_segment(seg):
-            seq, ts = rec.seq, rec.ts
-            if rec.deleted or seq < lo or seq > hi or (ttl_ms > 0 and now_ms - ts > ttl_ms):
+        for rec in iter_segment(seg):  # verifies every frame, also those not returned
+            seq = rec.seq
+            while seq > hi and hi >= 0:
+                lo, hi = next(runs, (0, -1))
+            if seq < lo or seq > hi or rec.deleted:
                 continue
             data_json, meta_json = decode_blob(rec.blob)
-            seqs.append(seq)
-            tss.append(ts)
-            tags.append(rec.tag)
-            nodes.append(rec.node)
-            datas.append(bytes(data_json).decode() if text else orjson.loads(data_json))
-            metas.append(
-                None if meta_json is None or not include_meta else bytes(meta_json).decode()
-            )
-            if len(seqs) >= ARROW_BATCH_ROWS:
-                yield flush()
+            if out.add(seq, rec.ts, rec.tag, rec.node, data_json, meta_json):
+                yield from out.flush()
     except SegmentCorruption as e:
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    if seqs:
-        yield flush()
+    yield from out.flush()
+
+
+def read_tail(opts: FilesOptions, schema: pa.Schema, p: TailPartition) -> Iterator[pa.RecordBatch]:
+    from seglog.offline import DirectoryChangedError, OfflineDir
+    from seglog.storage.snapshot import SnapshotMissingError
+
+    try:
+        with _corruption_fails(opts):
+            d = OfflineDir(opts.path, opts.cold_path, p.point)
+    except SnapshotMissingError as e:
+        raise SeglogDataLossError(
+            f"seglog offline: {e} since planning (the server took newer ones); re-run the read"
+        ) from e
+    try:
+        for t in p.topics:
+            out = _Batches(schema, t.name, opts.include_meta)
+            for r in d.records(t.name, t.topic_id, t.head, t.seqs):
+                if out.add(r.seq, r.ts, r.tag, r.node, r.data, r.meta):
+                    yield from out.flush()
+            yield from out.flush()
+    except DirectoryChangedError as e:
+        raise SeglogDataLossError(f"seglog offline: {e}; re-run the read") from e
 
 
 class SeglogFilesReader(DataSourceReader):  # type: ignore[misc]
@@ -203,12 +253,14 @@ class SeglogFilesReader(DataSourceReader):  # type: ignore[misc]
         self.arrow = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan_segments(self.opts, int(time.time() * 1000))
+        return plan(self.opts, int(time.time() * 1000))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, SegmentPartition):
-            return iter(())
-        return read_segment(self.opts, self.arrow, partition)
+        if isinstance(partition, SegmentPartition):
+            return read_segment(self.opts, self.arrow, partition)
+        if isinstance(partition, TailPartition):
+            return read_tail(self.opts, self.arrow, partition)
+        return iter(())  # Spark's stand-in for "no partitions"
 
 
 class SeglogFilesDataSource(DataSource):  # type: ignore[misc]

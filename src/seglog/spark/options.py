@@ -121,6 +121,7 @@ class FilesOptions:
     cold_path: Path | None = None
     data_schema: str | None = None
     include_meta: bool = True
+    require_stopped: bool = False  # refuse a directory a running server holds
 
 
 class DataFormat(enum.Enum):
@@ -383,6 +384,7 @@ def parse_files_options(raw: Mapping[str, str]) -> FilesOptions:
         cold_path=Path(cold) if cold else None,
         data_schema=parse_data_schema(opts),
         include_meta=parse_bool("includeMeta", _get(opts, "includeMeta"), True),
+        require_stopped=parse_bool("requireStopped", _get(opts, "requireStopped"), False),
     )
 
 

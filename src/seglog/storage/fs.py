@@ -95,6 +95,11 @@ class Fs(Protocol):
 
     def unlock(self, handle: object) -> None: ...
 
+    def lock_held(self, path: Path) -> bool:
+        """Whether another holder has `lock(path)`, probed without creating or writing the
+        file (readers of a directory they do not own). A missing file is not held."""
+        ...
+
 
 def write_all_at(f: File, data: bytes | memoryview, offset: int) -> None:
     """Write every byte, looping over short writes."""
@@ -233,8 +238,83 @@ class RealFs:
         os.pwrite(fd, content, 0)
         return fd
 
+    def lock_held(self, path: Path) -> bool:
+        # A shared probe on a read-only fd: it conflicts only with the server's exclusive
+        # lock and changes nothing (no create, no truncate, no mtime). It is released at
+        # once, so a server starting in that instant is refused for that instant only.
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except OSError:
+            return True
+        finally:
+            os.close(fd)  # closing the fd drops the probe lock
+        return False
+
     def unlock(self, handle: object) -> None:
         assert isinstance(handle, int)
         with contextlib.suppress(OSError):
             fcntl.flock(handle, fcntl.LOCK_UN)
             os.close(handle)
+
+
+class ReadOnlyFs:
+    """An `Fs` that reads through `inner` and refuses every change (`PermissionError`).
+
+    Readers of a directory they do not own (the offline Spark reader) go through it, so
+    running recovery code over someone else's files can never cut a tail, drop a segment
+    or take a lock, even by mistake."""
+
+    def __init__(self, inner: Fs) -> None:
+        self._inner = inner
+
+    def _refuse(self, what: str, path: Path) -> PermissionError:
+        return PermissionError(errno.EROFS, f"read-only reader: refused to {what}", str(path))
+
+    def open(self, path: Path, *, create: bool = False) -> File:
+        raise self._refuse("open for writing", path)
+
+    def exists(self, path: Path) -> bool:
+        return self._inner.exists(path)
+
+    def is_dir(self, path: Path) -> bool:
+        return self._inner.is_dir(path)
+
+    def listdir(self, path: Path) -> list[str]:
+        return self._inner.listdir(path)
+
+    def mkdir(self, path: Path) -> None:
+        raise self._refuse("create a directory", path)
+
+    def rename(self, src: Path, dst: Path) -> None:
+        raise self._refuse("rename", src)
+
+    def unlink(self, path: Path) -> None:
+        raise self._refuse("unlink", path)
+
+    def rmtree(self, path: Path) -> None:
+        raise self._refuse("remove", path)
+
+    def fsync_dir(self, path: Path) -> None:
+        raise self._refuse("fsync", path)
+
+    def read_file(self, path: Path) -> bytes:
+        return self._inner.read_file(path)
+
+    def map_file(self, path: Path) -> bytes | mmap.mmap:
+        return self._inner.map_file(path)
+
+    def file_size(self, path: Path) -> int:
+        return self._inner.file_size(path)
+
+    def lock(self, path: Path, content: bytes) -> object:
+        raise self._refuse("lock", path)
+
+    def unlock(self, handle: object) -> None:
+        raise PermissionError(errno.EROFS, "read-only reader: refused to unlock")
+
+    def lock_held(self, path: Path) -> bool:
+        return self._inner.lock_held(path)

@@ -97,6 +97,19 @@ def write_snapshot(fs: Fs, meta_dir: Path, body: dict[str, Any], keep: int | Non
     return snap_id
 
 
+class SnapshotMissingError(Exception):
+    """A reader pinned to one snapshot found it gone (replaced by newer ones) or damaged."""
+
+
+def load_snapshot(fs: Fs, meta_dir: Path, snap_id: int) -> dict[str, Any] | None:
+    """The body of snapshot `snap_id` if its file exists and is valid, else None."""
+    try:
+        buf = fs.read_file(meta_dir / snapshot_name(snap_id))
+    except FileNotFoundError:
+        return None
+    return decode_snapshot(buf)
+
+
 def load_latest_snapshot(fs: Fs, meta_dir: Path) -> dict[str, Any] | None:
     """The body of the newest valid snapshot, trying newest to oldest; None if none is.
     A damaged snapshot is skipped with a warning (the previous one is kept for this)."""

@@ -1,0 +1,323 @@
+"""The offline reader without Spark, over directories written by a real in-process engine:
+offline = what an engine opened on a copy of the directory reads (online after restart),
+after a clean stop and after a stop without the final snapshot; torn tails cut in memory;
+mid-WAL and segment corruption fail loudly; a running engine's directory reads as of its
+newest snapshot; the reader never changes a byte, an mtime or a file name."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from seglog.engine.engine import Engine, EngineOptions
+from seglog.engine.maintenance import relocate_cold, seal_topic
+from seglog.model import Durability, RecordIn, Selector, TopicConfig
+from seglog.router_model import Guarantee, RouterSpec
+from seglog.spark.errors import SeglogCorruptionError
+from seglog.spark.files import (
+    SegmentPartition,
+    TailPartition,
+    plan,
+    read_segment,
+    read_tail,
+)
+from seglog.spark.options import SeglogOptionError, parse_files_options
+from seglog.spark.schema import arrow_schema
+from seglog.storage.fs import RealFs
+from seglog.storage.snapshot import load_latest_snapshot
+from seglog.storage.wal_files import discover_groups
+from seglog.storage.walscan import scan_group
+from tests.spark.test_logic import SPARK_SCHEMA
+
+Row = tuple[str, int, int, str | None, str | None, Any, Any]
+
+
+def options(root: Path) -> EngineOptions:
+    return EngineOptions(
+        data_dir=root / "data",
+        cold_dir=root / "cold",
+        wal_shards=2,
+        segment_max_events=50,
+        hot_retain_segments=1,
+    )
+
+
+def recs(n: int, offset: int) -> list[RecordIn]:
+    return [
+        RecordIn.of(
+            {"i": i},
+            meta={"m": i} if i % 3 == 0 else None,
+            node="n1" if i % 4 == 0 else None,
+            tag=f"t{i % 5}",
+        )
+        for i in range(offset, offset + n)
+    ]
+
+
+def seal_all(e: Engine) -> None:
+    for t in list(e.topics.values()):
+        seal_topic(e, t)
+        relocate_cold(e, t)
+
+
+def build(root: Path, *, final_snapshot: bool) -> Engine:
+    """Two topics, one created after the last snapshot; sealed segments in both tiers;
+    tag, before_seq and explicit deletes on sealed and unsealed records; a record cap;
+    records only in the WAL; a dropped topic. Returns the closed engine."""
+    e = Engine(options(root))
+    e.open()
+    e.put_topic("a", TopicConfig(cap_records=400))
+    e.put_topic("gone", TopicConfig())
+    for k in range(6):
+        e.write("a", recs(100, k * 100))
+    e.write("gone", recs(10, 0))
+    seal_all(e)
+    e.delete_records("a", match=Selector("Eq", "t1"))  # flags in sealed segments
+    e.snapshot()
+    e.write("a", recs(130, 600))  # only in the WAL (and partly sealed below)
+    e.put_topic("b", TopicConfig(durability=Durability.FSYNC))
+    e.write("b", recs(75, 5000))
+    seal_all(e)
+    e.delete_records("a", seqs=[330, 331, 700])  # a sealed flag flip and the WAL only
+    e.delete_records("b", before_seq=4)
+    e.delete_records("b", match=Selector("Glob", "t2"))
+    e.drop_topic("gone")
+    e.write("b", recs(3, 6000))  # the active tail
+    e.close(snapshot=final_snapshot)
+    return e
+
+
+def engine_rows(e: Engine, name: str) -> list[Row]:
+    out: list[Row] = []
+    cursor = 0
+    while True:
+        r = e.read(name, cursor, limit=1000)
+        assert r.tombstone is None or name == "a"  # the cap evicts from "a"
+        for x in r.records:
+            meta = None if x.meta_json is None else orjson.loads(x.meta_json)
+            out.append((name, x.seq, x.ts, x.tag, x.node, orjson.loads(x.data_json), meta))
+        if r.caught_up or r.next_from_seq <= cursor:
+            return out
+        cursor = r.next_from_seq
+
+
+def online_after_restart(root: Path, tmp: Path) -> list[Row]:
+    """What the server reads after a restart, on a copy (recovery writes to its dir)."""
+    copy = tmp / "online-copy"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".seglog.lock"))
+    e = Engine(options(copy))
+    e.open()
+    try:
+        return [r for name in sorted(e.topics) for r in engine_rows(e, name)]
+    finally:
+        e.close(snapshot=False)
+
+
+def offline(root: Path, **extra: str) -> list[Row]:
+    opts = parse_files_options(
+        {"path": str(root / "data"), "coldPath": str(root / "cold"), **extra}
+    )
+    schema = arrow_schema(SPARK_SCHEMA)
+    out: list[Row] = []
+    for p in plan(opts, _now()):
+        if isinstance(p, SegmentPartition):
+            batches = read_segment(opts, schema, p)
+        else:
+            assert isinstance(p, TailPartition)
+            batches = read_tail(opts, schema, p)
+        for b in batches:
+            for r in b.to_pylist():
+                ts = int(r["ts"].timestamp() * 1000 + 0.5)
+                meta = None if r["meta"] is None else orjson.loads(r["meta"])
+                out.append(
+                    (r["topic"], r["seq"], ts, r["tag"], r["node"], orjson.loads(r["data"]), meta)
+                )
+    return sorted(out, key=lambda r: (r[0], r[1]))
+
+
+def _now() -> int:
+    import time
+
+    return int(time.time() * 1000)
+
+
+def fingerprint(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file and directory under `root`: content hash, size and mtime."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        st = p.stat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        out[str(p.relative_to(root))] = (digest, st.st_size, st.st_mtime_ns)
+    return out
+
+
+@pytest.mark.parametrize("final_snapshot", [True, False], ids=["clean-stop", "no-final-snapshot"])
+def test_offline_equals_online_after_restart(tmp_path: Path, final_snapshot: bool) -> None:
+    root = tmp_path / "dir"
+    build(root, final_snapshot=final_snapshot)
+    before = fingerprint(root)
+    got = offline(root)
+    assert fingerprint(root) == before  # read-only: no byte, mtime or name changed
+    want = online_after_restart(root, tmp_path)
+    assert got == want
+    names = {r[0] for r in got}
+    assert names == {"a", "b"}  # "gone" was dropped
+    a = [r[1] for r in got if r[0] == "a"]
+    assert len(a) < 400 and 330 not in a and 700 not in a and max(a) == 730
+    b = [r[1] for r in got if r[0] == "b"]
+    assert b[0] == 4 and b[-1] == 78
+    assert all(r[3] != "t2" for r in got if r[0] == "b" and r[1] <= 75)
+    cold = list((root / "cold" / "topics").rglob("*.data"))
+    assert cold, "the fixture must put segments in the cold tier"
+
+
+def test_torn_wal_tail_is_cut_in_memory_only(tmp_path: Path) -> None:
+    root = tmp_path / "dir"
+    build(root, final_snapshot=False)
+    fs = RealFs()
+    torn = 0
+    for g in discover_groups(fs, root / "data" / "wal"):
+        scan = scan_group(fs, g)
+        if scan.files:
+            f = scan.files[-1]
+            with open(f.path, "r+b") as fh:  # a half-written frame: nonzero, not valid
+                fh.seek(f.end)
+                fh.write(b"\x50\x00\x00\x00\x01\x07\x07" + b"\xab" * 40)
+            torn += 1
+    assert torn
+    before = fingerprint(root)
+    got = offline(root)
+    assert fingerprint(root) == before
+    assert got == online_after_restart(root, tmp_path)
+
+
+def test_mid_wal_corruption_fails_loudly_with_file_and_offset(tmp_path: Path) -> None:
+    root = tmp_path / "dir"
+    build(root, final_snapshot=False)
+    fs = RealFs()
+    snap = load_latest_snapshot(fs, root / "data" / "meta")
+    assert snap is not None
+    starts = {g["key"]: (g["wal_idx"], g["wal_offset"]) for g in snap["checkpoint"]["groups"]}
+    scans = [scan_group(fs, g, starts[g.key]) for g in discover_groups(fs, root / "data" / "wal")]
+    scan = max(scans, key=lambda sc: sc.valid_frames)
+    assert scan.valid_frames >= 2  # frames after the damaged one may hold acked records
+    first = scan.files[0]
+    path = first.path
+    raw = bytearray(path.read_bytes())
+    raw[first.start + 20] ^= 0xFF  # inside the first replayed frame's header
+    path.write_bytes(bytes(raw))
+    with pytest.raises(SeglogCorruptionError, match=rf"{path.name} at offset {first.start}"):
+        offline(root)
+
+
+def test_corrupt_segment_fails_loudly(tmp_path: Path) -> None:
+    root = tmp_path / "dir"
+    build(root, final_snapshot=True)
+    seg = sorted((root / "cold" / "topics").rglob("*.data"))[-1]
+    raw = bytearray(seg.read_bytes())
+    raw[60] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(SeglogCorruptionError, match=rf"{seg.name}.*offset"):
+        offline(root)
+
+
+def test_running_engine_reads_as_of_its_newest_snapshot(tmp_path: Path) -> None:
+    root = tmp_path / "dir"
+    e = Engine(options(root))
+    e.open()
+    try:
+        e.put_topic("r", TopicConfig())
+        e.write("r", recs(120, 0))
+        seal_all(e)
+        e.snapshot()
+        at_snapshot = engine_rows(e, "r")
+        e.write("r", recs(80, 200))  # after the snapshot: WAL and segments only
+        seal_all(e)
+        before = fingerprint(root)
+        got = offline(root)
+        assert fingerprint(root) == before
+        assert got == at_snapshot and len(got) == 120
+        with pytest.raises(SeglogOptionError, match="requireStopped"):
+            offline(root, requireStopped="true")
+    finally:
+        e.close(snapshot=False)
+    assert len(offline(root)) == 200  # stopped: the WAL is replayed
+
+
+@pytest.mark.parametrize("guarantee", [Guarantee.AT_LEAST_ONCE, Guarantee.EXACTLY_ONCE])
+def test_router_copies_since_the_snapshot_are_re_derived(
+    tmp_path: Path, guarantee: Guarantee
+) -> None:
+    """Copies are in no file (SEMANTICS §8.4): the reader re-derives them as the server
+    does at startup — same dest seqs, data, node, tag and meta; only `ts` is the read's
+    planning time instead of the server's start time."""
+    root = tmp_path / "dir"
+    e = Engine(options(root))
+    e.open()
+    e.put_topic("src", TopicConfig())
+    e.put_router(RouterSpec("r", "src", "dst", filter=Selector("Glob", "t"), guarantee=guarantee))
+    e.write("src", recs(60, 0))
+    e.read("dst")  # read-your-writes: forwards, so the snapshot holds copies
+    e.snapshot()
+    e.write("src", recs(40, 100))  # forwarded after the snapshot: copies in no file
+    e.read("dst")
+    e.close(snapshot=False)
+    got = offline(root)
+    want = online_after_restart(root, tmp_path)
+
+    def no_ts(rows: list[Row]) -> list[tuple[Any, ...]]:
+        return [r[:2] + r[3:] for r in rows]
+
+    assert no_ts(got) == no_ts(want)
+    assert [r[1] for r in got if r[0] == "dst"] == list(range(1, 101))
+    assert [r for r in got if r[0] == "dst" and r[1] <= 60] == [
+        r for r in want if r[0] == "dst" and r[1] <= 60
+    ]  # copies in the snapshot keep their ts
+
+
+def test_no_snapshot_yet_and_an_ephemeral_topic(tmp_path: Path) -> None:
+    """A crash before the first snapshot: the whole WAL is replayed. An ephemeral topic is
+    listed (it exists after a restart) but holds nothing."""
+    root = tmp_path / "dir"
+    e = Engine(options(root))
+    e.open()
+    e.put_topic("w", TopicConfig(durability=Durability.MEMORY))
+    e.put_topic("eph", TopicConfig(durability=Durability.EPHEMERAL))
+    e.write("w", recs(70, 0))
+    e.write("eph", recs(5, 0))
+    e.close(snapshot=False)
+    assert not list((root / "data" / "meta").glob("snapshot-*"))
+    got = offline(root)
+    assert got == online_after_restart(root, tmp_path) and len(got) == 70
+    assert offline(root, topics="eph") == []
+
+
+def test_unfinished_submission_is_not_returned(tmp_path: Path) -> None:
+    """Complete frames of a submission whose last frame never reached the file (a crash
+    mid-write, never acked) are dropped in memory, as recovery drops them."""
+    import xxhash
+
+    from seglog.core.frames import encode_append
+
+    root = tmp_path / "dir"
+    e = build(root, final_snapshot=False)
+    b = e.topics["b"]
+    shard = xxhash.xxh3_64_intdigest(b.topic_id.to_bytes(8, "little")) % 2
+    fs = RealFs()
+    (g,) = [g for g in discover_groups(fs, root / "data" / "wal") if g.key == f"shard-{shard:02d}"]
+    end = scan_group(fs, g).files[-1]
+    frames = b"".join(
+        encode_append(b.topic_id, b.head + k, 1, None, "t0", b'{"d":1}', True, more=True)
+        for k in (1, 2)
+    )
+    with open(end.path, "r+b") as fh:
+        fh.seek(end.end)
+        fh.write(frames)
+    got = offline(root)
+    assert got == online_after_restart(root, tmp_path)
+    assert max(r[1] for r in got if r[0] == "b") == b.head
