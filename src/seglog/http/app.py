@@ -41,7 +41,8 @@ ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
 _WATCH_STREAM = re.compile(r"/v0/watch/[^/]+")  # GET /v0/watch/:wid, exactly
-_LOGGED = "seglog.logged_exception"  # scope key: the exception already logged for this request
+_LOGGED = "seglog.logged_exception"
+RAW_SEND = "seglog.raw_send"  # scope key: the server's `send`, under every wrapper  # scope key: the exception already logged for this request
 
 
 def log_internal(exc: BaseException, scope: MutableMapping[str, Any]) -> None:
@@ -84,6 +85,10 @@ class Guard:
                 finished = True
             await send(message)
 
+        # Long-lived streams send their body chunks on the server's own `send`: each layer
+        # of wrappers costs per chunk (a third of the loop's time with 100 SSE watchers),
+        # and all of them only track the response start and end, which still pass here.
+        scope[RAW_SEND] = send
         try:
             await self._guarded(scope, receive, tracked)
         except Exception as exc:

@@ -23,6 +23,7 @@ from seglog.http.watch_request import parse_watch
 from seglog.http.watch_sessions import SESSION_TTL_MS, WatchSession
 from seglog.http.watch_stream import WatchStream
 
+RAW_SEND_KEY = "seglog.raw_send"  # set by `app.Guard` (this module cannot import `app`)
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-store"),
@@ -141,8 +142,10 @@ class SseResponse(Response):
             self._generation,
         )
 
+        raw_send: Send = scope.get(RAW_SEND_KEY, send)  # see app.Guard: no per-chunk wrappers
+
         async def send_bytes(data: bytes) -> None:
-            await send({"type": "http.response.body", "body": data, "more_body": True})
+            await raw_send({"type": "http.response.body", "body": data, "more_body": True})
 
         st.watch.stream_opened(session)
         try:
