@@ -4,6 +4,7 @@ the drain budget, the pressure ladder's levels with hysteresis and its hooks."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -90,3 +91,35 @@ async def test_deferral_keeps_low_priority_queued_until_its_limit() -> None:
     await asyncio.sleep(delivery.COALESCE_S * 3)
     assert woken == ["high", "low"]
     assert sch.counters.deferred_passes >= 1
+
+
+async def test_loop_lag_alone_raises_and_releases_the_level() -> None:
+    """Under fan-out the dirty queue drains at once while the loop falls behind in the
+    readers' tasks: the loop-lag probe must raise the level by itself, and let it fall."""
+    clock = ManualClock()
+    levels: list[int] = []
+    sch = DeliveryScheduler(
+        asyncio.get_running_loop(), clock, lambda _t, _n: 0, lambda _t: None, levels.append
+    )
+    sch.observe_loop_lag(150)
+    assert sch.level == 3 and levels == [3]
+    sch.mark("t")  # a drain with an empty-after-pop queue keeps the lag's level
+    await asyncio.sleep(delivery.COALESCE_S * 3)
+    assert sch.level == 3
+    sch.observe_loop_lag(1200)
+    assert sch.refuses_writes
+    sch.observe_loop_lag(0)
+    assert sch.level == 0 and levels[-1] == 0
+
+
+async def test_the_probe_measures_a_blocked_loop() -> None:
+    sch = DeliveryScheduler(
+        asyncio.get_running_loop(), ManualClock(), lambda _t, _n: 0, lambda _t: None
+    )
+    sch.start_probe(0.02)
+    try:
+        time.sleep(0.06)  # hold the loop: the probe's timer fires ~40 ms late
+        await asyncio.sleep(0.005)  # it runs now; the next one is 20 ms away
+        assert sch.loop_lag_ms >= 20 and sch.level >= 2
+    finally:
+        sch.stop_probe()

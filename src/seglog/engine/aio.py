@@ -80,6 +80,7 @@ class AppendWaiters:
 
     def close(self) -> None:
         self._engine.remove_listener(self._on_append)
+        self.scheduler.stop_probe()
 
     def _on_append(self, topic: str, head: int) -> None:
         # Unconditional hop: a waiter may register on the loop between a publisher

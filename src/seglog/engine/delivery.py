@@ -6,7 +6,9 @@ the first rung, coalescing). A drain pass wakes up to `BUDGET` topics, picked by
 banded weighted round-robin of `core.scheduler` over each topic's effective priority
 (SEMANTICS §11), then yields the loop to the readers it woke; what is left waits for the
 next pass. Pressure is the wait of the oldest dirty topic, a direct measure of how far the
-loop is behind. Levels (each includes the ones below; hysteresis: a level is left only
+loop is behind — together with the event loop's own lag, probed every 50 ms (under
+fan-out the backlog sits in the woken readers' tasks, and the dirty queue drains at
+once). Levels (each includes the ones below; hysteresis: a level is left only
 when the wait falls under half its threshold):
 
 | level | oldest wait | rung |
@@ -34,6 +36,7 @@ from seglog.core.scheduler import BandedQueue
 
 BUDGET = 64
 COALESCE_S = 0.002
+PROBE_S = 0.05
 LEVEL_THRESHOLDS_MS = (5, 20, 100, 1000)  # oldest wait that enters levels 1..4
 DEFER_BELOW_BAND = 2
 THROTTLE_LEVEL = 4
@@ -77,6 +80,8 @@ class DeliveryScheduler:
         self._scheduled = False
         self.level = 0
         self.counters = DeliveryCounters()
+        self.loop_lag_ms = 0  # how late the loop ran the last probe timer
+        self._probe_handle: asyncio.TimerHandle | None = None
 
     @property
     def depths(self) -> tuple[int, ...]:
@@ -88,6 +93,27 @@ class DeliveryScheduler:
     @property
     def refuses_writes(self) -> bool:
         return self.level >= THROTTLE_LEVEL
+
+    def start_probe(self, interval_s: float = PROBE_S) -> None:
+        """Measure event-loop lag every `interval_s`: under fan-out the backlog is in the
+        readers' tasks, not in the dirty queue (which drains at once), so the queue's wait
+        alone would never see the loop falling behind."""
+        due = self._loop.time() + interval_s
+        self._probe_handle = self._loop.call_at(due, self._probe, due, interval_s)
+
+    def stop_probe(self) -> None:
+        if self._probe_handle is not None:
+            self._probe_handle.cancel()
+            self._probe_handle = None
+
+    def _probe(self, due: float, interval_s: float) -> None:
+        self.observe_loop_lag(round((self._loop.time() - due) * 1000))
+        self.start_probe(interval_s)
+
+    def observe_loop_lag(self, lag_ms: int) -> None:
+        self.loop_lag_ms = max(0, lag_ms)
+        self.counters.max_wait_ms = max(self.counters.max_wait_ms, self.loop_lag_ms)
+        self._set_level(max(self.loop_lag_ms, self._queue.oldest_wait_ms(self._clock.now_ms())))
 
     def mark(self, topic: str) -> None:
         now = self._clock.now_ms()
@@ -117,7 +143,7 @@ class DeliveryScheduler:
         now = self._clock.now_ms()
         wait = self._queue.oldest_wait_ms(now)
         self.counters.max_wait_ms = max(self.counters.max_wait_ms, wait)
-        self._set_level(wait)
+        self._set_level(max(wait, self.loop_lag_ms))
         min_band = DEFER_BELOW_BAND if self.level >= 3 else 0
         for _ in range(BUDGET):
             topic = self._queue.pop(now, min_band)
@@ -132,4 +158,4 @@ class DeliveryScheduler:
             # Deferred entries become eligible with time: poll for them, not a hot loop.
             self._loop.call_later(COALESCE_S if self.level else 0, self._drain)
         elif self.level:
-            self._set_level(0)  # nothing waits: the pressure is gone
+            self._set_level(self.loop_lag_ms)  # the queue is empty: only loop lag counts

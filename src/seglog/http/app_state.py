@@ -61,6 +61,7 @@ class ServerState:
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.waiters is None:
             self.waiters = AppendWaiters(self.engine, loop, self._on_pressure)
+            self.waiters.scheduler.start_probe()
 
     def _on_pressure(self, level: int) -> None:
         """The pressure ladder's second rung: widen the group-commit window."""
@@ -83,7 +84,7 @@ class ServerState:
         c = sch.counters
         return DeliveryMetrics(
             pressure_level=sch.level,
-            lag_ms=sch.lag_ms(),
+            lag_ms=max(sch.lag_ms(), sch.loop_lag_ms),
             band_depths=sch.depths,
             marked=c.marked,
             coalesced=c.coalesced,
