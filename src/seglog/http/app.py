@@ -29,6 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http import health, records, routers, topics, watch, ws
+from seglog.http.app_state import RAW_SEND
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
 from seglog.http.common import body_ended_early
@@ -41,8 +42,7 @@ ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
 _WATCH_STREAM = re.compile(r"/v0/watch/[^/]+")  # GET /v0/watch/:wid, exactly
-_LOGGED = "seglog.logged_exception"
-RAW_SEND = "seglog.raw_send"  # scope key: the server's `send`, under every wrapper  # scope key: the exception already logged for this request
+_LOGGED = "seglog.logged_exception"  # scope key: the exception already logged for this request
 
 
 def log_internal(exc: BaseException, scope: MutableMapping[str, Any]) -> None:

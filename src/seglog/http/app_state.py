@@ -26,6 +26,7 @@ from seglog.http.watch_sessions import WatchSessions
 
 log = logging.getLogger("seglog.http")
 GATHER_WINDOW_S = 0.002
+RAW_SEND = "seglog.raw_send"  # scope key: the server's own `send`, set by `app.Guard`
 
 
 @dataclass

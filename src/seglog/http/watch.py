@@ -15,7 +15,7 @@ from starlette.types import Receive, Scope, Send
 
 from seglog.core.sse import decode_cursor_map, rewind
 from seglog.errors import ErrorCode, SeglogError, topic_not_found
-from seglog.http.app_state import ServerState, server_state
+from seglog.http.app_state import RAW_SEND, ServerState, server_state
 from seglog.http.auth import Scope as KeyScope
 from seglog.http.auth import bearer_token
 from seglog.http.common import elapsed_ms, json_body, json_response, read_body, require, started
@@ -23,7 +23,6 @@ from seglog.http.watch_request import parse_watch
 from seglog.http.watch_sessions import SESSION_TTL_MS, WatchSession
 from seglog.http.watch_stream import WatchStream
 
-RAW_SEND_KEY = "seglog.raw_send"  # set by `app.Guard` (this module cannot import `app`)
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-store"),
@@ -142,7 +141,7 @@ class SseResponse(Response):
             self._generation,
         )
 
-        raw_send: Send = scope.get(RAW_SEND_KEY, send)  # see app.Guard: no per-chunk wrappers
+        raw_send: Send = scope.get(RAW_SEND, send)  # see app.Guard: no per-chunk wrappers
 
         async def send_bytes(data: bytes) -> None:
             await raw_send({"type": "http.response.body", "body": data, "more_body": True})

@@ -76,11 +76,23 @@ def parse_unsubscribe(cmd: dict[str, Any]) -> list[str]:
 
 
 def error_message(request_id: Any, err: SeglogError, with_request_id: bool = True) -> bytes:
+    return coded_error(request_id, err.code.value, err.message, err.detail, with_request_id)
+
+
+def coded_error(
+    request_id: Any,
+    code: str,
+    message: str,
+    detail: dict[str, Any] | None = None,
+    with_request_id: bool = True,
+) -> bytes:
+    """An `error` message; WebSocket-only codes (`invalid_json`, `unsupported_message`)
+    have no `ErrorCode`, so the code is a plain string here."""
     body: dict[str, Any] = {"op": "error"}
     if with_request_id:
         body["request_id"] = request_id
-    body["code"] = err.code.value
-    body["message"] = err.message
-    if err.detail:
-        body["detail"] = err.detail
+    body["code"] = code
+    body["message"] = message
+    if detail:
+        body["detail"] = detail
     return orjson.dumps(body)

@@ -28,7 +28,12 @@ from seglog.http.app_state import ServerState
 from seglog.http.auth import Principal, Scope
 from seglog.http.topic_feed import FeedBatch
 from seglog.http.watch_request import DeliveryOptions
-from seglog.http.ws_commands import error_message, parse_subscribe, parse_unsubscribe
+from seglog.http.ws_commands import (
+    coded_error,
+    error_message,
+    parse_subscribe,
+    parse_unsubscribe,
+)
 from seglog.http.ws_publish import publish
 
 OUTBOUND_QUEUE = 4
@@ -94,12 +99,14 @@ class WsSession:
             text = msg.get("text")
             if text is None:
                 message = "binary messages are not supported; send JSON text"
-                await self._put(_coded_error(None, "unsupported_message", message, False))
+                await self._put(
+                    coded_error(None, "unsupported_message", message, with_request_id=False)
+                )
                 continue
             try:
                 cmd = orjson.loads(text)
             except orjson.JSONDecodeError as e:
-                await self._put(_coded_error(None, "invalid_json", f"unparseable command: {e}"))
+                await self._put(coded_error(None, "invalid_json", f"unparseable command: {e}"))
                 continue
             rid = cmd.get("request_id") if isinstance(cmd, dict) else None
             try:
@@ -248,11 +255,3 @@ def _messages(batch: FeedBatch, sub: _Sub) -> list[bytes]:
         out.append(b'{"op":"caught_up","topic":%b,"head_seq":%d}' % (topic, batch.head_seq))
         sub.tailing = True
     return out
-
-
-def _coded_error(rid: Any, code: str, message: str, with_request_id: bool = True) -> bytes:
-    body: dict[str, Any] = {"op": "error"}
-    if with_request_id:
-        body["request_id"] = rid
-    body.update(code=code, message=message)
-    return orjson.dumps(body)
