@@ -207,6 +207,34 @@ def ceilings(seconds: float) -> dict[str, Any]:
 # 2. latency matrix
 
 
+def start_py_spy(args: argparse.Namespace, pid: int, name: str) -> subprocess.Popen | None:
+    """py-spy over the measured window (after the writer's warm-up) of one cell."""
+    if args.py_spy is None:
+        return None
+    args.py_spy.mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(PY).parent / "py-spy")
+    time.sleep(args.warmup)
+    return subprocess.Popen(
+        [
+            spy,
+            "record",
+            "--pid",
+            str(pid),
+            "--duration",
+            str(int(args.seconds)),
+            "--rate",
+            "200",
+            "--nonblocking",
+            "--format",
+            "raw",
+            "-o",
+            str(args.py_spy / f"{name}.txt"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def latency_cell(
     base: str,
     port: int,
@@ -240,6 +268,7 @@ def latency_cell(
         writer = Child(
             "write", port=port, topic=topic, rate=1000, warmup=args.warmup, duration=args.seconds
         )
+        spy = start_py_spy(args, srv_pid, f"{kind}-{cls}-{n}")
         levels: list[int] = []
         lags: list[int] = []
         while writer.p.poll() is None:
@@ -250,6 +279,8 @@ def latency_cell(
             levels.append(d["pressure_level"])
             lags.append(d["lag_ms"])
         w = writer.read(30)
+        if spy is not None:
+            spy.wait(60)
         cpu1 = proc_cpu_s(srv_pid)
         busy1 = machine_busy()
         t_run1 = time.time()
@@ -504,6 +535,13 @@ def main() -> None:
     ap.add_argument("--classes", default=None, help="default memory,disk,fsync")
     ap.add_argument("--watchers", default=None, help="default 1,10,100,1000")
     ap.add_argument("--skip", default="", help="comma list of: ceiling,latency,throughput")
+    ap.add_argument("--seconds", type=float, default=None, help="measured window per cell")
+    ap.add_argument(
+        "--py-spy",
+        type=Path,
+        default=None,
+        help="record the server with py-spy during each latency cell (flame SVGs here)",
+    )
     ap.add_argument(
         "--sample-every-1000",
         type=int,
@@ -515,7 +553,7 @@ def main() -> None:
         sys.exit("bench_live needs wrk on the PATH (Debian/Ubuntu: apt-get install wrk)")
     q = args.quick
     args.warmup = 0.5 if q else 2.0
-    args.seconds = 2.0 if q else 8.0
+    args.seconds = args.seconds or (2.0 if q else 8.0)
     args.thr_seconds = 3 if q else 10
     args.thr_watchers = 100
     classes = (args.classes or ("memory,fsync" if q else "memory,disk,fsync")).split(",")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Protocol
 
 from seglog.engine.delivery import DeliveryScheduler
 from seglog.engine.engine import Engine
@@ -58,6 +59,17 @@ def _expire(fut: asyncio.Future[bool]) -> None:
         fut.set_result(False)
 
 
+class WakeHook(Protocol):
+    """Other waiters on topics, woken in the scheduler's order with the plain ones (the
+    HTTP layer's parked watch streams)."""
+
+    def has_waiters(self, topic: str) -> bool: ...
+
+    def wake(self, topic: str) -> None: ...
+
+    def wake_all(self) -> None: ...
+
+
 class AppendWaiters:
     """Per-topic asyncio wake-ups, fed by an engine append listener. A publish to a topic
     that has waiters marks it dirty in the `DeliveryScheduler`, which decides when (and in
@@ -73,6 +85,7 @@ class AppendWaiters:
         self._engine = engine
         self._loop = loop
         self._waiters: dict[str, set[asyncio.Future[bool]]] = {}
+        self.hook: WakeHook | None = None
         self.scheduler = DeliveryScheduler(
             loop, engine.clock, engine.delivery_priority, self._wake, on_level
         )
@@ -88,15 +101,20 @@ class AppendWaiters:
         self._loop.call_soon_threadsafe(self._mark, topic)
 
     def _mark(self, topic: str) -> None:
-        if topic in self._waiters:
+        hook = self.hook
+        if topic in self._waiters or (hook is not None and hook.has_waiters(topic)):
             self.scheduler.mark(topic)
 
     def _wake(self, topic: str) -> None:
+        if self.hook is not None:
+            self.hook.wake(topic)
         for fut in self._waiters.pop(topic, ()):
             if not fut.done():
                 fut.set_result(True)
 
     def wake_all(self) -> None:
+        if self.hook is not None:
+            self.hook.wake_all()
         for topic in list(self._waiters):
             self._wake(topic)
 

@@ -19,6 +19,7 @@ from seglog.engine.engine import Engine
 from seglog.errors import throttled
 from seglog.http.async_engine import AsyncEngine
 from seglog.http.auth import KeyRing
+from seglog.http.live_fanout import LiveFanout, ParkedStream, ParkResult, Signal
 from seglog.http.metrics_text import DeliveryMetrics
 from seglog.http.stream_slots import StreamSlots
 from seglog.http.topic_feed import TopicFeed
@@ -50,6 +51,7 @@ class ServerState:
         self.watch = WatchSessions(self.engine.clock, s.max_watch_sessions)
         self.slots = StreamSlots(s.max_sse_connections, s.max_sse_connections_per_key)
         self.feed = TopicFeed(self.db)
+        self.fanout = LiveFanout(self.feed)
 
     async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
         """Wait for an append to (or the deletion of) any of `topics`, or shutdown."""
@@ -59,9 +61,17 @@ class ServerState:
         assert self.waiters is not None
         return await self.waiters.wait(topics, timeout_s)
 
+    async def park(self, stream: ParkedStream, topics: list[str], timeout_s: float) -> ParkResult:
+        """Park an idle watch stream on `topics` (see `live_fanout`)."""
+        if self.shutting_down:
+            return Signal.WAKE
+        self.start(asyncio.get_running_loop())
+        return await self.fanout.park(stream, topics, timeout_s)
+
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.waiters is None:
             self.waiters = AppendWaiters(self.engine, loop, self._on_pressure)
+            self.waiters.hook = self.fanout
             self.waiters.scheduler.start_probe()
 
     def _on_pressure(self, level: int) -> None:

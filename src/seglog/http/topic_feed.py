@@ -15,7 +15,7 @@ Owner: the event loop; no locks.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -42,6 +42,9 @@ class FeedBatch:
     earliest_seq: int
     count: int
     records_json: bytes  # the encoded `records` array (b"[]" when empty)
+    # Live frames built from this batch, by composite-cursor id: every watcher at the same
+    # cursor map sends the same bytes (filled by `watch_stream`, shared through the cache).
+    frames: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def caught_up(self) -> bool:

@@ -139,6 +139,7 @@ class SseResponse(Response):
             st.engine.clock,
             lambda: st.shutting_down,
             self._generation,
+            st.park,
         )
 
         raw_send: Send = scope.get(RAW_SEND, send)  # see app.Guard: no per-chunk wrappers

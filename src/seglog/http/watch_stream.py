@@ -31,11 +31,15 @@ from seglog.core.sse import (
     retry_frame,
 )
 from seglog.errors import ErrorCode, SeglogError
+from seglog.http.live_fanout import ParkResult, Signal
 from seglog.http.topic_feed import FeedBatch, TopicFeed
+from seglog.http.watch_request import DeliveryOptions
 from seglog.http.watch_sessions import WatchSession
 
 SendBytes = Callable[[bytes], Awaitable[None]]
 WaitForAppend = Callable[[list[str], float], Awaitable[bool]]
+# Park an idle stream on its topics (see `live_fanout`).
+Park = Callable[["WatchStream", list[str], float], Awaitable[ParkResult]]
 FIRST_READ_REASON = "from_seq_too_old"
 SHUTDOWN_ERROR = orjson.dumps(
     {"code": "server_shutting_down", "message": "server is shutting down; reconnect"}
@@ -58,6 +62,7 @@ class WatchStream:
         clock: Clock,
         shutting_down: Callable[[], bool],
         generation: int | None = None,
+        park: Park | None = None,
     ) -> None:
         self.session = session
         self._feed = feed
@@ -70,6 +75,8 @@ class WatchStream:
         self._heads: dict[str, int] = {}  # head seen by the last read of each topic
         self._last_sent = clock.monotonic()
         self._generation = session.generation if generation is None else generation
+        self._park = park
+        self._sender: SendBytes | None = None
 
     @property
     def all_deleted(self) -> bool:
@@ -93,6 +100,7 @@ class WatchStream:
         """Stream until every watched topic is deleted, the server shuts down or a newer
         stream of the session takes over; the caller cancels the task when the client
         goes away."""
+        self._sender = send
         await self._send(send, retry_frame())
         while self._live and not self.superseded:
             if self._shutting_down():
@@ -144,15 +152,8 @@ class WatchStream:
         moved = batch.next_cursor != cursors[topic]
         cursors[topic] = batch.next_cursor
         if batch.count:
-            data = record_data(
-                batch.topic_json,
-                batch.start,
-                batch.head_seq,
-                batch.records_json,
-                batch.next_cursor,
-            )
-            out.append(frame("record", data, self._id()))
-            st.tailing = False
+            out.append(self._record_frames(batch))  # with its caught-up when it reaches the head
+            st.tailing = batch.caught_up
         elif moved:
             st.tailing = st.tailing and batch.caught_up  # skipped records only
         if batch.caught_up and not st.tailing:
@@ -171,18 +172,83 @@ class WatchStream:
                 return True
         return False
 
+    def _record_frames(self, batch: FeedBatch) -> bytes:
+        """The `record` frame of a non-empty batch, and the `caught-up` frame after it when
+        the batch reaches the head; cursor already moved. A single-topic session's id
+        depends only on the batch, so those bytes are built once and shared by every
+        watcher of the batch."""
+        shared = len(self.session.cursors) == 1
+        if shared:
+            cached = batch.frames.get("")
+            if cached is not None:
+                return cached
+        event_id = self._id()
+        data = record_data(
+            batch.topic_json, batch.start, batch.head_seq, batch.records_json, batch.next_cursor
+        )
+        out = frame("record", data, event_id)
+        if batch.caught_up:
+            up = b'{"topic":%b,"head_seq":%d}' % (batch.topic_json, batch.head_seq)
+            out += frame("caught-up", up, event_id)
+        if shared:
+            batch.frames[""] = out
+        return out
+
+    # ---- parked (see live_fanout) -------------------------------------------------------
+    def cursor_of(self, topic: str) -> int | None:
+        return None if self.superseded else self.session.cursors.get(topic)
+
+    def options_of(self, topic: str) -> DeliveryOptions:
+        return self.session.options[topic]
+
+    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> bytes | None:
+        """Apply a batch a broadcast read for us while we are parked — only on the common
+        path: tailing, no tombstone, the batch reaches the head, our cursor unchanged.
+        Same cursor moves and frames as `_pass` would make; None: wake for `_pass`."""
+        st = self._topics.get(topic)
+        cursors = self.session.cursors
+        if (
+            st is None
+            or not st.tailing
+            or self.superseded
+            or topic not in self._live
+            or batch.tombstone is not None
+            or not batch.caught_up
+            or cursors.get(topic) != cursor
+        ):
+            return None
+        cursors[topic] = batch.next_cursor
+        self._heads[topic] = batch.head_seq
+        return self._record_frames(batch) if batch.count else b""
+
+    def push(self, frames: bytes) -> Awaitable[None]:
+        assert self._sender is not None
+        self._last_sent = self._clock.monotonic()
+        return self._sender(frames)
+
     async def _idle(self, send: SendBytes) -> None:
-        """Sleep until an append, a deletion, shutdown or the heartbeat is due."""
+        """Sleep until an append, a deletion, shutdown or the heartbeat is due. Parked (with
+        a `park`), the frames of appends are sent by the broadcasts while we sleep on;
+        we return only when a read pass of our own is due."""
         hb_s = self.session.heartbeat_ms / 1000.0
-        due = self._last_sent + hb_s - self._clock.monotonic()
-        if due <= 0:
-            await self._send(send, heartbeat(self._clock.now_ms()))
-            return
-        # No await between this check and the waiter's registration: a publish after
-        # the check wakes the waiter, one before it is seen here.
-        if self._changed() or self._shutting_down():
-            return
-        await self._wait(list(self._live), due)
+        while not self.superseded:
+            due = self._last_sent + hb_s - self._clock.monotonic()
+            if due <= 0:
+                await self._send(send, heartbeat(self._clock.now_ms()))
+                return
+            # No await between this check and the waiter's registration: a publish after
+            # the check wakes the waiter, one before it is seen here.
+            if self._changed() or self._shutting_down():
+                return
+            if self._park is None:
+                await self._wait(list(self._live), due)
+                return
+            got = await self._park(self, list(self._live), due)
+            if got is Signal.WAKE:
+                return
+            if got is not Signal.TIMEOUT:
+                await got  # a broadcast's send that had to wait for the client
+                self._last_sent = self._clock.monotonic()
 
 
 def _tombstone_data(batch: FeedBatch, first_read: bool) -> bytes:

@@ -1,0 +1,271 @@
+"""One read per wake for every idle watch stream of a topic (SEMANTICS §9; API §7.3).
+
+A watch stream that has caught up on all its topics parks here instead of waiting for a
+bare wake-up. When a parked topic is written, one broadcast reads the new batch once per
+distinct (cursor, delivery options) — through `TopicFeed`, the very read each stream would
+make — and offers it to every parked stream, which takes its frames (built once per
+distinct cursor map and shared) and starts their send right there. A send that completes
+at once (the server's body channel had room: the common case) leaves the stream parked,
+never woken; one that would block is handed to the stream's own task to finish, so a slow
+client holds up nobody but itself. A stream whose batch has no records for it
+(node-filtered) moves its cursor and stays parked. Anything off that common path — a
+tombstone, a batch that stops short of the head, a deleted topic, a stream superseded or
+rewound meanwhile, shutdown — wakes the stream (`WAKE`) for its own read pass as before.
+
+Why: woken one by one, each watcher paid a task wake, a cache lookup, a composite-cursor
+id and a frame assembly per record — about 40 µs of the one event loop per frame at 100
+watchers (BENCHMARKS.md, "Live delivery"); the broadcast pays the read, the id and the
+frames once per group, and no task wakes at all.
+
+No lost wake-up: a stream parks only after checking that no watched head moved since its
+last read, with no await in between; any later append marks the topic, and the wake that
+follows offers the new batch to every stream parked on it then.
+
+Owner: the event loop; no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import time
+from collections.abc import Awaitable, Generator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from seglog.errors import SeglogError
+from seglog.http.topic_feed import FeedBatch, TopicFeed
+from seglog.http.watch_request import DeliveryOptions
+
+log = logging.getLogger("seglog.http")
+
+# After a round of broadcasts that took `c` seconds of the loop, the next round waits at
+# least IDLE_FACTOR × c: fan-out takes at most a fifth of the loop however many watchers
+# there are, and appends that land meanwhile go out together in fewer, larger frames.
+# Rounds cost microseconds with a few watchers (no visible delay) and about a millisecond
+# with 100; measured there (bench_live, SSE, 1 record/ms): p50 7.3 ms → 4.1 ms, and the
+# writers' acks 5.8 → 2.1 ms, against no pacing.
+IDLE_FACTOR = 4.0
+
+
+class ParkedStream(Protocol):
+    def cursor_of(self, topic: str) -> int | None:
+        """The stream's cursor on `topic` (None if it no longer reads it)."""
+
+    def options_of(self, topic: str) -> DeliveryOptions: ...
+
+    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> bytes | None:
+        """Apply `batch` (read after `cursor`) while parked: the frames to send (b"" when
+        it has nothing to send and stays parked), or None to be woken for a normal pass."""
+
+    def push(self, frames: bytes) -> Awaitable[Any]:
+        """Start sending `frames` on the stream's connection (the awaitable of its send)."""
+
+
+class Signal(enum.Enum):
+    WAKE = "wake"  # run a normal read pass (or see shutdown)
+    TIMEOUT = "timeout"  # the park's timeout passed (the heartbeat may be due)
+
+
+ParkResult = Signal | Awaitable[Any]  # or a started send the stream must finish
+
+
+@dataclass(eq=False, slots=True)
+class _Parked:
+    stream: ParkedStream
+    topics: tuple[str, ...]
+    fut: asyncio.Future[ParkResult]
+
+
+@dataclass(slots=True)
+class FanoutCounters:
+    broadcasts: int = 0  # wakes served by one shared read
+    served: int = 0  # frames sent for parked streams, the send complete at once
+    handed: int = 0  # ... whose send would block, handed to the stream's task to finish
+    passed: int = 0  # parked streams that only moved their cursor (nothing for them)
+    woken: int = 0  # parked streams woken for their own pass
+
+
+@dataclass(slots=True)
+class LiveFanout:
+    feed: TopicFeed
+    idle_factor: float = IDLE_FACTOR
+    counters: FanoutCounters = field(default_factory=FanoutCounters)
+    _parked: dict[str, dict[_Parked, None]] = field(default_factory=dict)
+    _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
+    _pending: dict[str, None] = field(default_factory=dict)
+    _timer: asyncio.TimerHandle | None = None
+    _next_ok: float = 0.0
+    _running: bool = False
+
+    def has_waiters(self, topic: str) -> bool:
+        return topic in self._parked
+
+    async def park(self, stream: ParkedStream, topics: list[str], timeout_s: float) -> ParkResult:
+        """Stay parked on `topics` (broadcasts send what appends bring) until a normal pass
+        is due (`WAKE`), `timeout_s` passed (`TIMEOUT`), or a send must be finished by the
+        caller (the awaitable)."""
+        loop = asyncio.get_running_loop()
+        p = _Parked(stream, tuple(topics), loop.create_future())
+        for t in p.topics:
+            self._parked.setdefault(t, {})[p] = None
+        timer = loop.call_later(timeout_s, _resolve, p.fut, Signal.TIMEOUT)
+        try:
+            return await p.fut
+        finally:
+            timer.cancel()
+            self._unpark(p)
+
+    def _unpark(self, p: _Parked) -> None:
+        for t in p.topics:
+            parked = self._parked.get(t)
+            if parked is not None:
+                parked.pop(p, None)
+                if not parked:
+                    del self._parked[t]
+
+    def wake(self, topic: str) -> None:
+        """`topic` was written (or deleted): offer its new batch to the streams parked on
+        it, from one task (the read may await: retention, routers, the cold tier)."""
+        if topic not in self._parked or topic in self._pending:
+            return
+        self._pending[topic] = None
+        if self._timer is not None or self._running:
+            return
+        loop = asyncio.get_running_loop()
+        gap = self._next_ok - loop.time()
+        if gap > 0:
+            self._timer = loop.call_later(gap, self._fire)
+        else:
+            self._fire()
+
+    def _fire(self) -> None:
+        self._timer = None
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        # Run the round here when its reads complete at once (hot data: the common case),
+        # in a task only when one must wait (retention, routers, the cold tier).
+        try:
+            rest = start(self._broadcast_all(list(pending)))
+        except Exception:  # a bug here must not strand the streams: they read on their own
+            log.exception("live fan-out round failed")
+            for topic in pending:
+                for p in list(self._parked.get(topic, ())):
+                    self._wake_one(p)
+            return
+        if rest is not None:
+            task = asyncio.ensure_future(rest)
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _broadcast_all(self, topics: list[str]) -> None:
+        t0 = time.perf_counter()
+        self._running = True
+        try:
+            for topic in topics:
+                parked = self._parked.get(topic)
+                if parked:
+                    await self._broadcast(topic, list(parked))
+        finally:
+            self._running = False
+        cost = time.perf_counter() - t0
+        loop = asyncio.get_running_loop()
+        self._next_ok = loop.time() + cost * self.idle_factor
+        if self._pending and self._timer is None:
+            self._timer = loop.call_later(cost * self.idle_factor, self._fire)
+
+    def wake_all(self) -> None:
+        for parked in list(self._parked.values()):
+            for p in list(parked):
+                _resolve(p.fut, Signal.WAKE)
+
+    async def _broadcast(self, topic: str, parked: list[_Parked]) -> None:
+        self.counters.broadcasts += 1
+        groups: dict[tuple[int, DeliveryOptions], list[_Parked]] = {}
+        for p in parked:
+            if p.fut.done():
+                continue
+            cursor = p.stream.cursor_of(topic)
+            if cursor is None:
+                self._wake_one(p)
+                continue
+            groups.setdefault((cursor, p.stream.options_of(topic)), []).append(p)
+        for (cursor, opts), members in groups.items():
+            batch: FeedBatch | None
+            try:
+                batch = await self.feed.read(topic, cursor, opts)
+            except SeglogError:
+                batch = None  # topic_not_found and kin: each stream's own pass reports it
+            for p in members:
+                if p.fut.done():
+                    continue
+                frames = None if batch is None else p.stream.take_parked(topic, cursor, batch)
+                if frames is None:
+                    self._wake_one(p)
+                elif not frames:
+                    self.counters.passed += 1
+                else:
+                    self._send(p, frames)
+
+    def _send(self, p: _Parked, frames: bytes) -> None:
+        try:
+            pending = start(p.stream.push(frames))
+        except Exception as e:  # the stream's own task raises it, as its own send would
+            p.fut.set_exception(e)
+            return
+        if pending is None:
+            self.counters.served += 1
+        else:
+            self.counters.handed += 1
+            p.fut.set_result(pending)
+
+    def _wake_one(self, p: _Parked) -> None:
+        self.counters.woken += 1
+        _resolve(p.fut, Signal.WAKE)
+
+
+def _resolve(fut: asyncio.Future[ParkResult], value: ParkResult) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+def start(aw: Awaitable[Any]) -> Awaitable[Any] | None:
+    """Run `aw` up to its first suspension, here and now: None if it completed (its result
+    is dropped), else an awaitable that finishes it in whichever task awaits it. What a
+    task does with `await aw`, minus the task: the server's send completes at once while
+    the connection's body channel has room, and then no task needs to run at all."""
+    it = aw.__await__()
+    try:
+        first = it.send(None)
+    except StopIteration:
+        return None
+    return _Resume(it, first)
+
+
+class _Resume:
+    """The rest of a started awaitable: `yield from` by hand, from its first yield on (the
+    awaiting task sees the very futures the awaitable yields, and throws into it)."""
+
+    __slots__ = ("_first", "_it")
+
+    def __init__(self, it: Generator[Any, Any, Any], first: Any) -> None:
+        self._it = it
+        self._first = first
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        it, out = self._it, self._first
+        while True:
+            try:
+                sent = yield out
+            except BaseException as e:  # thrown in by the task (cancellation)
+                try:
+                    out = it.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                out = it.send(sent)
+            except StopIteration as stop:
+                return stop.value

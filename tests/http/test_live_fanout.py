@@ -1,0 +1,383 @@
+"""`LiveFanout`: idle watch streams served from one shared read per wake (SEMANTICS §9).
+
+The main property: a parked stream sends exactly the frames (events, data, ids) a stream
+woken for its own read pass sends, through any mix of appends, node-filtered appends,
+evictions (tombstones), limits and deletes — the fast path is an optimisation, never a
+behaviour. Then the mechanics: nothing wakes a parked stream on the common path, frames are
+built once per batch, a send that would block is finished by the stream's own task, and
+everything off the path wakes the stream for its own pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.clock import ManualClock
+from seglog.errors import SeglogError, topic_not_found
+from seglog.http.live_fanout import LiveFanout, Signal, start
+from seglog.http.topic_feed import FeedBatch, TopicFeed
+from seglog.http.watch_request import DeliveryOptions
+from seglog.http.watch_sessions import WatchSession
+from seglog.http.watch_stream import WatchStream
+from seglog.model import Tombstone, TombstoneReason
+from tests.http.test_live_watch import Frame, SseParser
+
+
+class LogFeed(TopicFeed):
+    """Topics of records 1..head; records at or below `evicted[t]` are gone (a read from
+    before them gets a `cap` tombstone); records listed in `foreign[t]` come from node
+    "x" and are skipped for readers that are node "x". Reads are pure functions of the
+    state, as the real feed's are (it caches by read version)."""
+
+    def __init__(self) -> None:
+        self.heads: dict[str, int] = {}
+        self.evicted: dict[str, int] = {}
+        self.foreign: dict[str, set[int]] = {}
+        self.deleted: set[str] = set()
+        self.reads = 0
+
+    async def read(self, topic: str, cursor: int, opts: DeliveryOptions) -> FeedBatch:
+        self.reads += 1
+        if topic in self.deleted:
+            raise topic_not_found(topic)
+        head, gone = self.heads[topic], self.evicted.get(topic, 0)
+        tomb = None
+        start_at = cursor
+        if cursor < gone:
+            tomb = Tombstone(
+                gap_from=cursor + 1,
+                gap_to=gone,
+                reason=TombstoneReason.CAP,
+                missed_estimate=gone - cursor,
+                earliest_seq=gone + 1,
+                head_seq=head,
+            )
+            start_at = gone
+        examined = list(range(start_at + 1, head + 1))[: opts.limit]
+        skip = self.foreign.get(topic, set()) if "x" in opts.nodes else set()
+        seqs = [s for s in examined if s not in skip]
+        return FeedBatch(
+            topic=topic,
+            topic_json=orjson.dumps(topic),
+            tombstone=tomb,
+            start=start_at,
+            next_cursor=examined[-1] if examined else start_at,
+            head_seq=head,
+            earliest_seq=gone + 1,
+            count=len(seqs),
+            records_json=orjson.dumps([{"$seq": s, "data": s} for s in seqs]),
+        )
+
+    def head_of(self, topic: str) -> int:
+        if topic in self.deleted:
+            raise topic_not_found(topic)
+        return self.heads[topic]
+
+
+class Reader:
+    """One watch stream over `feed`, either parked on `fanout` or woken by `bell`."""
+
+    def __init__(
+        self,
+        feed: LogFeed,
+        cursors: dict[str, int],
+        opts: DeliveryOptions,
+        bell: Bell,
+        fanout: LiveFanout | None,
+        send: Callable[[bytes], Awaitable[None]] | None = None,
+    ) -> None:
+        self.clock = ManualClock()
+        session = WatchSession(
+            wid="wid_t",
+            owner_key=None,
+            options={t: opts for t in cursors},
+            heartbeat_ms=15_000,
+            cursors=dict(cursors),
+            last_access_ms=0,
+        )
+        self.parser = SseParser()
+        self.frames: list[Frame] = []
+        self.shutdown = False
+        self.stream = WatchStream(
+            session,
+            feed,
+            bell.wait,
+            feed.head_of,
+            self.clock,
+            lambda: self.shutdown,
+            park=fanout.park if fanout is not None else None,
+        )
+        self.task = asyncio.ensure_future(self.stream.run(send or self.receive))
+
+    async def receive(self, data: bytes) -> None:
+        self.frames.extend(self.parser.feed(data))
+
+    def seen(self) -> list[tuple[str | None, Any, str | None]]:
+        return [(f.event, f.data, f.id) for f in self.frames if f.event]
+
+
+class Bell:
+    """The plain wake-up (`AppendWaiters.wait` without the scheduler)."""
+
+    def __init__(self) -> None:
+        self.waiting: list[asyncio.Future[bool]] = []
+
+    async def wait(self, topics: list[str], timeout_s: float) -> bool:
+        fut = asyncio.get_running_loop().create_future()
+        self.waiting.append(fut)
+        return await fut
+
+    def ring(self) -> None:
+        for fut in self.waiting:
+            if not fut.done():
+                fut.set_result(True)
+        self.waiting.clear()
+
+
+async def settle() -> None:
+    """Let every ready callback and task run (no clock involved: fan-out pacing is off)."""
+    for _ in range(40):
+        await asyncio.sleep(0)
+
+
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.sampled_from("ab"), st.integers(1, 5)),
+        st.tuples(st.just("foreign"), st.sampled_from("ab"), st.integers(1, 3)),
+        st.tuples(st.just("evict"), st.sampled_from("ab"), st.integers(1, 4)),
+        st.tuples(st.just("delete"), st.sampled_from("ab"), st.just(0)),
+    ),
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ops=OPS,
+    topics=st.sampled_from([("a",), ("a", "b")]),
+    limit=st.sampled_from([2, 256]),
+    node_x=st.booleans(),
+)
+def test_parked_streams_send_what_woken_streams_send(
+    ops: list[tuple[str, str, int]], topics: tuple[str, ...], limit: int, node_x: bool
+) -> None:
+    async def scenario() -> None:
+        feed = LogFeed()
+        for t in topics:
+            feed.heads[t] = 3
+        fanout = LiveFanout(feed, idle_factor=0.0)
+        bell = Bell()
+        opts = DeliveryOptions(limit=limit, nodes=frozenset({"x"}) if node_x else frozenset())
+        cursors = {t: 0 for t in topics}
+        parked = [Reader(feed, cursors, opts, bell, fanout) for _ in range(2)]
+        plain = Reader(feed, cursors, opts, bell, None)
+        await settle()
+        for op, topic, n in ops:
+            if topic not in topics or topic in feed.deleted:
+                continue
+            if op == "append":
+                feed.heads[topic] += n
+            elif op == "foreign":
+                first = feed.heads[topic] + 1
+                feed.heads[topic] += n
+                feed.foreign.setdefault(topic, set()).update(range(first, first + n))
+            elif op == "evict":  # a burst that a cap cuts down before anyone reads it
+                feed.heads[topic] += n
+                feed.evicted[topic] = feed.heads[topic] - 1
+            else:
+                feed.deleted.add(topic)
+            fanout.wake(topic)
+            bell.ring()
+            await settle()
+        for r in (*parked, plain):
+            r.shutdown = True
+        fanout.wake_all()
+        bell.ring()
+        await settle()
+        want = plain.seen()
+        assert plain.task.done()
+        plain.task.result()
+        for r in parked:
+            assert r.seen() == want
+            assert r.task.done()
+            r.task.result()
+
+    asyncio.run(scenario())
+
+
+async def one_topic(n_streams: int, send: Any = None) -> tuple[LogFeed, LiveFanout, list[Reader]]:
+    feed = LogFeed()
+    feed.heads["a"] = 0
+    fanout = LiveFanout(feed, idle_factor=0.0)
+    readers = [
+        Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send) for _ in range(n_streams)
+    ]
+    await settle()
+    return feed, fanout, readers
+
+
+async def test_one_read_and_one_frame_build_for_every_parked_stream() -> None:
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    feed, fanout, readers = await one_topic(3, send)
+    reads, sent_before = feed.reads, len(sent)
+    feed.heads["a"] = 2
+    fanout.wake("a")
+    await settle()
+    assert feed.reads == reads + 1  # one read for the three streams
+    new = sent[sent_before:]
+    assert len(new) == 3 and new[0] is new[1] is new[2]  # the same bytes object
+    assert b"event: record" in new[0] and b"event: caught-up" in new[0]
+    assert fanout.counters.served == 3 and fanout.counters.woken == 0
+    assert all(r.stream.session.cursors == {"a": 2} for r in readers)
+    for r in readers:
+        r.task.cancel()
+
+
+async def test_a_send_that_would_block_is_finished_by_the_streams_own_task() -> None:
+    gate: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    got: list[bytes] = []
+    blocking = True
+
+    async def send(data: bytes) -> None:
+        if blocking and b"event: record" in data:
+            await gate  # the connection's body channel is full
+        got.append(data)
+
+    feed, fanout, (reader,) = await one_topic(1, send)
+    feed.heads["a"] = 1
+    fanout.wake("a")
+    await settle()
+    assert fanout.counters.handed == 1
+    assert not any(b"event: record" in d for d in got)
+    blocking = False
+    gate.set_result(None)
+    await settle()
+    assert sum(b"event: record" in d for d in got) == 1
+    feed.heads["a"] = 2  # parked again afterwards: served without waking
+    fanout.wake("a")
+    await settle()
+    assert fanout.counters.served == 1
+    assert reader.stream.session.cursors == {"a": 2}
+    reader.task.cancel()
+
+
+async def test_a_failing_send_raises_in_the_streams_task() -> None:
+    async def send(data: bytes) -> None:
+        if b"event: record" in data:
+            raise ConnectionError("gone")
+
+    feed, fanout, (reader,) = await one_topic(1, send)
+    feed.heads["a"] = 1
+    fanout.wake("a")
+    await settle()
+    assert reader.task.done()
+    with pytest.raises(ConnectionError):
+        reader.task.result()
+
+
+async def test_off_the_common_path_wakes_the_stream_for_its_own_pass() -> None:
+    feed, fanout, (reader,) = await one_topic(1)
+    feed.heads["a"] = 600  # more than one batch (limit 256): not caught up
+    fanout.wake("a")
+    await settle()
+    assert fanout.counters.woken == 1 and fanout.counters.served == 0
+    assert reader.stream.session.cursors == {"a": 600}  # its own passes caught up
+    feed.deleted.add("a")
+    fanout.wake("a")
+    await settle()
+    assert reader.task.done()
+    assert [f.event for f in reader.frames][-1] == "topic-deleted"
+
+
+async def test_park_times_out_and_wake_all_wakes() -> None:
+    class Idle:
+        def cursor_of(self, topic: str) -> int | None:
+            return 0
+
+        def options_of(self, topic: str) -> DeliveryOptions:
+            return DeliveryOptions()
+
+        def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> bytes | None:
+            return None
+
+        def push(self, frames: bytes) -> Awaitable[None]:
+            raise AssertionError("nothing to push")
+
+    fanout = LiveFanout(LogFeed(), idle_factor=0.0)
+    assert await fanout.park(Idle(), ["a"], 0.0) is Signal.TIMEOUT
+    assert not fanout.has_waiters("a")
+    parked = asyncio.ensure_future(fanout.park(Idle(), ["a", "b"], 60.0))
+    await settle()
+    assert fanout.has_waiters("a") and fanout.has_waiters("b")
+    fanout.wake_all()
+    assert await parked is Signal.WAKE
+    assert not fanout.has_waiters("a") and not fanout.has_waiters("b")
+
+
+async def test_feed_errors_wake_instead_of_breaking_the_round() -> None:
+    class Broken(LogFeed):
+        async def read(self, topic: str, cursor: int, opts: DeliveryOptions) -> FeedBatch:
+            raise SeglogError(topic_not_found(topic).code, "gone")
+
+    feed = Broken()
+    feed.heads["a"] = 0
+    fanout = LiveFanout(feed, idle_factor=0.0)
+    reader = Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout)
+    await settle()  # its first pass fails: a real feed raises the same to the stream
+    assert reader.task.done()
+    fanout.wake("a")  # nobody parked: nothing happens
+    assert fanout.counters.broadcasts == 0
+
+
+# --------------------------------------------------------------------------- start()
+
+
+async def test_start_completes_at_once_or_hands_over_the_rest() -> None:
+    async def immediate() -> int:
+        return 7
+
+    assert start(immediate()) is None
+
+    fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def later() -> int:
+        return await fut + 1
+
+    rest = start(later())
+    assert rest is not None
+    task = asyncio.ensure_future(rest)
+    await settle()
+    assert not task.done()
+    fut.set_result(41)
+    assert await task == 42
+
+
+async def test_start_passes_cancellation_into_the_awaitable() -> None:
+    cleaned: list[bool] = []
+    fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    async def waits() -> None:
+        try:
+            await fut
+        finally:
+            cleaned.append(True)
+
+    rest = start(waits())
+    assert rest is not None
+    task = asyncio.ensure_future(rest)
+    await settle()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert cleaned == [True]
