@@ -344,6 +344,7 @@ def latency_cell(
                 (d1["coalesced"] - d0["coalesced"]) / max(d1["marked"] - d0["marked"], 1), 3
             ),
             "throttled_writes": d1["throttled_writes"] - d0["throttled_writes"],
+            "fanout": {k: v - d0["fanout"][k] for k, v in d1["fanout"].items()},
         }
     )
     # CPU of everything else on the box (other tenants' processes, kernel work charged to
@@ -367,7 +368,7 @@ def latency_cell(
         f"  n={cell['samples']:>8,}  writes {cell['write_rate']:6.1f}/s  ack p50 "
         f"{w['ack_p50_ms']:.3f} ms (in flight ≤{w['max_in_flight']})  rec/frame {cell['records_per_frame']}  "
         f"level≤{cell['pressure_level_max']}  srv CPU {cell['server_cpu']:.2f}  gen CPU "
-        f"{cell['generator_cpu']:.2f}  other {cell['other_cpu']:.2f}"
+        f"{cell['generator_cpu']:.2f}  other {cell['other_cpu']:.2f}  fan-out {cell['fanout']}"
         f"{'' if ok else '  INCOMPLETE'}"
     )
     wait_streams_closed(base)
@@ -461,10 +462,12 @@ def throughput(base: str, port: int, srv_pid: int, args: argparse.Namespace, tmp
                 run["generator_cpu"] = round(
                     sum(b["cpu_s"] - a["cpu_s"] for a, b in zip(s0, s1, strict=True)) / (t1 - t0), 2
                 )
+                run["delivery_at_writers_end"] = metrics(base)["delivery"]
                 for c in kids:
                     c.send("finish " + json.dumps({"last_seq": head, "timeout": 300}))
                 fin = [c.read(320) for c in kids]
                 run["drain_s_after_writers"] = round(time.time() - t1, 2)
+                run["delivery_after_drain"] = metrics(base)["delivery"]
                 run["complete_watchers"] = sum(f["complete"] for f in fin)
                 run["min_records_per_watcher"] = min(f["min_records"] for f in fin)
                 run["max_records_per_watcher"] = max(f["max_records"] for f in fin)

@@ -61,6 +61,15 @@ def test_listen_resolves_port_zero_and_refuses_a_busy_port_without_reuseport() -
     assert format_address("127.0.0.1", 80) == "127.0.0.1:80"
 
 
+def test_accepted_connections_have_nagle_off() -> None:
+    """Small SSE frames and acks must leave at once, not wait for the peer's delayed ACK."""
+    with listen("127.0.0.1", 0) as server, socket.socket() as client:
+        client.connect(server.getsockname())
+        conn, _ = server.accept()
+        with conn:
+            assert conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+
+
 def test_a_busy_port_refuses_the_second_server_and_the_first_keeps_every_request(
     tmp_path: Path,
 ) -> None:

@@ -87,6 +87,10 @@ def listen(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it. granian sets it on listeners it builds itself,
+        # not on ours; without it Nagle holds small SSE frames and acks back for the
+        # peer's delayed ACK (tens of ms at 100 watchers, BENCHMARKS.md).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((host, port))
         sock.listen(backlog)
     except BaseException:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from seglog.clock import ManualClock
 from seglog.errors import SeglogError, topic_not_found
-from seglog.http.live_fanout import LiveFanout, Signal, start
+from seglog.http.live_fanout import BATCHES_PER_ROUND, LiveFanout, Signal, start
 from seglog.http.topic_feed import FeedBatch, TopicFeed
 from seglog.http.watch_request import DeliveryOptions
 from seglog.http.watch_sessions import WatchSession
@@ -141,10 +141,33 @@ class Bell:
         self.waiting.clear()
 
 
-async def settle() -> None:
-    """Let every ready callback and task run (no clock involved: fan-out pacing is off)."""
-    for _ in range(40):
+async def settle(gates: list[asyncio.Future[None]] | None = None) -> None:
+    """Let every ready callback and task run (no clock involved: fan-out pacing is off),
+    opening any `gates` (sends waiting for their client) as they appear."""
+    for _ in range(60):
+        while gates:
+            gate = gates.pop()
+            if not gate.done():
+                gate.set_result(None)
         await asyncio.sleep(0)
+
+
+def gated_send(reader: list[Reader], gates: list[asyncio.Future[None]]) -> Any:
+    """A send that waits for its client on every other record frame (as a full socket
+    does), so that parked streams hand sends over to their own tasks."""
+    n = 0
+
+    async def send(data: bytes) -> None:
+        nonlocal n
+        if b"event: record" in data:
+            n += 1
+            if n % 2:
+                gate = asyncio.get_running_loop().create_future()
+                gates.append(gate)
+                await gate
+        await reader[0].receive(data)
+
+    return send
 
 
 OPS = st.lists(
@@ -176,9 +199,14 @@ def test_parked_streams_send_what_woken_streams_send(
         bell = Bell()
         opts = DeliveryOptions(limit=limit, nodes=frozenset({"x"}) if node_x else frozenset())
         cursors = {t: 0 for t in topics}
+        gates: list[asyncio.Future[None]] = []
         parked = [Reader(feed, cursors, opts, bell, fanout) for _ in range(2)]
+        slow_ref: list[Reader] = []
+        slow = Reader(feed, cursors, opts, bell, fanout, gated_send(slow_ref, gates))
+        slow_ref.append(slow)
+        parked.append(slow)
         plain = Reader(feed, cursors, opts, bell, None)
-        await settle()
+        await settle(gates)
         for op, topic, n in ops:
             if topic not in topics or topic in feed.deleted:
                 continue
@@ -195,12 +223,12 @@ def test_parked_streams_send_what_woken_streams_send(
                 feed.deleted.add(topic)
             fanout.wake(topic)
             bell.ring()
-            await settle()
+            await settle(gates)
         for r in (*parked, plain):
             r.shutdown = True
         fanout.wake_all()
         bell.ring()
-        await settle()
+        await settle(gates)
         want = plain.seen()
         assert plain.task.done()
         plain.task.result()
@@ -272,6 +300,24 @@ async def test_a_send_that_would_block_is_finished_by_the_streams_own_task() -> 
     reader.task.cancel()
 
 
+async def test_after_a_handed_send_a_backlog_is_still_walked_to_the_head() -> None:
+    gates: list[asyncio.Future[None]] = []
+    ref: list[Reader] = []
+    feed = LogFeed()
+    feed.heads["a"] = 0
+    fanout = LiveFanout(feed, idle_factor=0.0)
+    reader = Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, gated_send(ref, gates))
+    ref.append(reader)
+    await settle()
+    feed.heads["a"] = 256 * 3  # three batches; the first one's send has to wait
+    fanout.wake("a")
+    await settle(gates)  # no further append, no heartbeat: nothing else wakes it
+    assert fanout.counters.handed >= 1
+    assert reader.stream.session.cursors == {"a": 768}
+    assert [f.event for f in reader.frames if f.event][-1] == "caught-up"
+    reader.task.cancel()
+
+
 async def test_a_failing_send_raises_in_the_streams_task() -> None:
     async def send(data: bytes) -> None:
         if b"event: record" in data:
@@ -286,16 +332,34 @@ async def test_a_failing_send_raises_in_the_streams_task() -> None:
         reader.task.result()
 
 
+async def test_a_backlog_is_walked_by_the_broadcast_over_several_rounds() -> None:
+    feed, fanout, readers = await one_topic(2)
+    feed.heads["a"] = 256 * (BATCHES_PER_ROUND + 2)  # more than one round of batches
+    fanout.wake("a")
+    await settle()
+    assert fanout.counters.woken == 0
+    assert fanout.counters.broadcasts == -(-(BATCHES_PER_ROUND + 2) // BATCHES_PER_ROUND)
+    assert fanout.counters.served == 2 * (BATCHES_PER_ROUND + 2)
+    for r in readers:
+        assert r.stream.session.cursors == {"a": feed.heads["a"]}
+        events = [f.event for f in r.frames if f.event]
+        assert events == ["caught-up"] + ["record"] * (BATCHES_PER_ROUND + 2) + ["caught-up"]
+        r.task.cancel()
+
+
 async def test_off_the_common_path_wakes_the_stream_for_its_own_pass() -> None:
     feed, fanout, (reader,) = await one_topic(1)
-    feed.heads["a"] = 600  # more than one batch (limit 256): not caught up
+    feed.heads["a"] = 10
+    feed.evicted["a"] = 9  # a tombstone: its reason depends on the stream's own history
     fanout.wake("a")
     await settle()
     assert fanout.counters.woken == 1 and fanout.counters.served == 0
-    assert reader.stream.session.cursors == {"a": 600}  # its own passes caught up
+    assert [f.event for f in reader.frames if f.event][-3:] == ["tombstone", "record", "caught-up"]
+    assert reader.stream.session.cursors == {"a": 10}
     feed.deleted.add("a")
     fanout.wake("a")
     await settle()
+    assert fanout.counters.woken == 2
     assert reader.task.done()
     assert [f.event for f in reader.frames][-1] == "topic-deleted"
 

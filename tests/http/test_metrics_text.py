@@ -65,6 +65,10 @@ COUNTERS = [
     "topics_delivery_wakeups_total",
     "topics_delivery_deferred_passes_total",
     "topics_delivery_throttled_writes_total",
+    "topics_delivery_fanout_rounds_total",
+    "topics_delivery_fanout_sent_total",
+    "topics_delivery_fanout_handed_total",
+    "topics_delivery_fanout_woken_total",
 ]
 LATENCIES = [10, 60, 60, 300, 700, 2000, 20000, 70000, 200000, 40]
 
@@ -118,6 +122,10 @@ def snapshot(rows: tuple[TopicMetrics, ...] | None = None) -> MetricsSnapshot:
             deferred_passes=2,
             throttled_writes=0,
             max_wait_ms=130,
+            fanout_broadcasts=7,
+            fanout_served=650,
+            fanout_handed=3,
+            fanout_woken=1,
         ),
     )
 
@@ -180,6 +188,10 @@ def test_parsed_families_and_values() -> None:
         (("band", "4"),): 5,
     }
     assert samples(fams["topics_delivery_wakeups"]) == {(): 31}
+    assert samples(fams["topics_delivery_fanout_rounds"]) == {(): 7}
+    assert samples(fams["topics_delivery_fanout_sent"]) == {(): 650}
+    assert samples(fams["topics_delivery_fanout_handed"]) == {(): 3}
+    assert samples(fams["topics_delivery_fanout_woken"]) == {(): 1}
     assert fams["topics_wal_fsyncs"].type == "counter"
 
 

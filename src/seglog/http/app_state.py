@@ -43,6 +43,7 @@ class ServerState:
     shutting_down: bool = False
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set with shutting_down
     inflight: dict[str, int] = field(default_factory=dict)
+    writes_in_flight: int = 0  # POST/PUT/DELETE requests being served (fan-out pacing)
     started_monotonic: float = 0.0
 
     def __post_init__(self) -> None:
@@ -51,7 +52,7 @@ class ServerState:
         self.watch = WatchSessions(self.engine.clock, s.max_watch_sessions)
         self.slots = StreamSlots(s.max_sse_connections, s.max_sse_connections_per_key)
         self.feed = TopicFeed(self.db)
-        self.fanout = LiveFanout(self.feed)
+        self.fanout = LiveFanout(self.feed, writers_active=lambda: self.writes_in_flight > 0)
 
     async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
         """Wait for an append to (or the deletion of) any of `topics`, or shutdown."""
@@ -61,12 +62,14 @@ class ServerState:
         assert self.waiters is not None
         return await self.waiters.wait(topics, timeout_s)
 
-    async def park(self, stream: ParkedStream, topics: list[str], timeout_s: float) -> ParkResult:
+    async def park(
+        self, stream: ParkedStream, topics: list[str], timeout_s: float, kick: bool
+    ) -> ParkResult:
         """Park an idle watch stream on `topics` (see `live_fanout`)."""
         if self.shutting_down:
             return Signal.WAKE
         self.start(asyncio.get_running_loop())
-        return await self.fanout.park(stream, topics, timeout_s)
+        return await self.fanout.park(stream, topics, timeout_s, kick)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         if self.waiters is None:
@@ -103,6 +106,10 @@ class ServerState:
             deferred_passes=c.deferred_passes,
             throttled_writes=c.throttled_writes,
             max_wait_ms=c.max_wait_ms,
+            fanout_broadcasts=self.fanout.counters.broadcasts,
+            fanout_served=self.fanout.counters.served,
+            fanout_handed=self.fanout.counters.handed,
+            fanout_woken=self.fanout.counters.woken,
         )
 
     async def begin_shutdown(self, grace_s: float = 2.0) -> None:

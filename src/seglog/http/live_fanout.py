@@ -30,7 +30,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -40,13 +40,17 @@ from seglog.http.watch_request import DeliveryOptions
 
 log = logging.getLogger("seglog.http")
 
-# After a round of broadcasts that took `c` seconds of the loop, the next round waits at
-# least IDLE_FACTOR × c: fan-out takes at most a fifth of the loop however many watchers
-# there are, and appends that land meanwhile go out together in fewer, larger frames.
-# Rounds cost microseconds with a few watchers (no visible delay) and about a millisecond
-# with 100; measured there (bench_live, SSE, 1 record/ms): p50 7.3 ms → 4.1 ms, and the
-# writers' acks 5.8 → 2.1 ms, against no pacing.
-IDLE_FACTOR = 4.0
+# While writes are in flight, a round of broadcasts that took `c` seconds of the loop is
+# followed by at least IDLE_FACTOR × c for everything else: fan-out takes at most a ninth
+# of a busy loop however many watchers there are, and appends that land meanwhile go out
+# together in fewer, larger frames. Watchers that cannot keep up with a write burst fall
+# behind and catch up once it ends (rounds then run back to back). A round reads at most
+# BATCHES_PER_ROUND batches per group, so a long backlog cannot hold the loop either.
+# Measured (bench_live, SSE, 100 watchers, `memory`; BENCHMARKS.md): writers with 100
+# watchers 0.37 → 0.83 of their rate alone, and at 1 record/ms the writers' acks p50
+# 5.8 → 1.5 ms, delivery p50 7.3 → 3.9 ms, against no pacing.
+IDLE_FACTOR = 8.0
+BATCHES_PER_ROUND = 1
 
 
 class ParkedStream(Protocol):
@@ -91,6 +95,7 @@ class FanoutCounters:
 class LiveFanout:
     feed: TopicFeed
     idle_factor: float = IDLE_FACTOR
+    writers_active: Callable[[], bool] = lambda: True
     counters: FanoutCounters = field(default_factory=FanoutCounters)
     _parked: dict[str, dict[_Parked, None]] = field(default_factory=dict)
     _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
@@ -102,7 +107,9 @@ class LiveFanout:
     def has_waiters(self, topic: str) -> bool:
         return topic in self._parked
 
-    async def park(self, stream: ParkedStream, topics: list[str], timeout_s: float) -> ParkResult:
+    async def park(
+        self, stream: ParkedStream, topics: list[str], timeout_s: float, kick: bool = False
+    ) -> ParkResult:
         """Stay parked on `topics` (broadcasts send what appends bring) until a normal pass
         is due (`WAKE`), `timeout_s` passed (`TIMEOUT`), or a send must be finished by the
         caller (the awaitable)."""
@@ -111,6 +118,8 @@ class LiveFanout:
         for t in p.topics:
             self._parked.setdefault(t, {})[p] = None
         timer = loop.call_later(timeout_s, _resolve, p.fut, Signal.TIMEOUT)
+        if kick:  # the stream has not read what its topics hold: a round reads it for it
+            loop.call_soon(self._kick, p.topics)
         try:
             return await p.fut
         finally:
@@ -170,11 +179,19 @@ class LiveFanout:
                     await self._broadcast(topic, list(parked))
         finally:
             self._running = False
-        cost = time.perf_counter() - t0
+        # Writers waiting on the loop get `idle_factor` times the round's cost before the
+        # next round; with none, rounds run back to back, so watchers that fell behind
+        # during a write burst catch up at full speed once it ends.
+        busy = self.writers_active()
+        delay = (time.perf_counter() - t0) * self.idle_factor if busy else 0.0
         loop = asyncio.get_running_loop()
-        self._next_ok = loop.time() + cost * self.idle_factor
+        self._next_ok = loop.time() + delay
         if self._pending and self._timer is None:
-            self._timer = loop.call_later(cost * self.idle_factor, self._fire)
+            self._timer = loop.call_later(delay, self._fire)
+
+    def _kick(self, topics: tuple[str, ...]) -> None:
+        for t in topics:
+            self.wake(t)
 
     def wake_all(self) -> None:
         for parked in list(self._parked.values()):
@@ -193,33 +210,46 @@ class LiveFanout:
                 continue
             groups.setdefault((cursor, p.stream.options_of(topic)), []).append(p)
         for (cursor, opts), members in groups.items():
-            batch: FeedBatch | None
-            try:
-                batch = await self.feed.read(topic, cursor, opts)
-            except SeglogError:
-                batch = None  # topic_not_found and kin: each stream's own pass reports it
-            for p in members:
-                if p.fut.done():
-                    continue
-                frames = None if batch is None else p.stream.take_parked(topic, cursor, batch)
-                if frames is None:
-                    self._wake_one(p)
-                elif not frames:
-                    self.counters.passed += 1
-                else:
-                    self._send(p, frames)
+            # A group behind by more than one batch is walked here, shared, up to
+            # BATCHES_PER_ROUND reads; the rest waits for the next (paced) round.
+            for _ in range(BATCHES_PER_ROUND):
+                batch: FeedBatch | None
+                try:
+                    batch = await self.feed.read(topic, cursor, opts)
+                except SeglogError:
+                    batch = None  # topic_not_found and kin: each stream's own pass reports it
+                still: list[_Parked] = []
+                for p in members:
+                    if p.fut.done():
+                        continue
+                    frames = None if batch is None else p.stream.take_parked(topic, cursor, batch)
+                    if frames is None:
+                        self._wake_one(p)
+                        continue
+                    if not frames:
+                        self.counters.passed += 1
+                    elif not self._send(p, frames):
+                        continue  # its own task finishes the send, and reads on by itself
+                    still.append(p)
+                if batch is None or batch.caught_up or not still:
+                    break
+                members, cursor = still, batch.next_cursor
+            else:
+                self._pending[topic] = None  # still behind: the next round goes on
 
-    def _send(self, p: _Parked, frames: bytes) -> None:
+    def _send(self, p: _Parked, frames: bytes) -> bool:
+        """Start the send; True if it completed at once (the stream stays parked)."""
         try:
             pending = start(p.stream.push(frames))
         except Exception as e:  # the stream's own task raises it, as its own send would
             p.fut.set_exception(e)
-            return
+            return False
         if pending is None:
             self.counters.served += 1
-        else:
-            self.counters.handed += 1
-            p.fut.set_result(pending)
+            return True
+        self.counters.handed += 1
+        p.fut.set_result(pending)
+        return False
 
     def _wake_one(self, p: _Parked) -> None:
         self.counters.woken += 1

@@ -72,6 +72,11 @@ class DeliveryMetrics:
     deferred_passes: int = 0
     throttled_writes: int = 0
     max_wait_ms: int = 0
+    # the live fan-out (`http.live_fanout`): rounds, and frames sent for parked streams
+    fanout_broadcasts: int = 0
+    fanout_served: int = 0
+    fanout_handed: int = 0
+    fanout_woken: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +151,12 @@ def render_json(s: MetricsSnapshot) -> bytes:
                 "deferred_passes": s.delivery.deferred_passes,
                 "throttled_writes": s.delivery.throttled_writes,
                 "max_wait_ms": s.delivery.max_wait_ms,
+                "fanout": {
+                    "broadcasts": s.delivery.fanout_broadcasts,
+                    "served": s.delivery.fanout_served,
+                    "handed": s.delivery.fanout_handed,
+                    "woken": s.delivery.fanout_woken,
+                },
             },
         }
     )
@@ -336,6 +347,26 @@ def _delivery_lines(d: DeliveryMetrics) -> Iterator[str]:
             "topics_delivery_throttled_writes_total",
             "Writes refused (429) at pressure level 4.",
             d.throttled_writes,
+        ),
+        (
+            "topics_delivery_fanout_rounds_total",
+            "Shared reads made for parked watch streams.",
+            d.fanout_broadcasts,
+        ),
+        (
+            "topics_delivery_fanout_sent_total",
+            "Frames sent for parked watch streams without waking them.",
+            d.fanout_served,
+        ),
+        (
+            "topics_delivery_fanout_handed_total",
+            "Sends for parked watch streams that had to wait, finished by the stream.",
+            d.fanout_handed,
+        ),
+        (
+            "topics_delivery_fanout_woken_total",
+            "Parked watch streams woken for a read of their own.",
+            d.fanout_woken,
         ),
     ):
         yield from _scalar(name, "counter", help_text, value)

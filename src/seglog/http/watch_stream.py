@@ -39,7 +39,7 @@ from seglog.http.watch_sessions import WatchSession
 SendBytes = Callable[[bytes], Awaitable[None]]
 WaitForAppend = Callable[[list[str], float], Awaitable[bool]]
 # Park an idle stream on its topics (see `live_fanout`).
-Park = Callable[["WatchStream", list[str], float], Awaitable[ParkResult]]
+Park = Callable[["WatchStream", list[str], float, bool], Awaitable[ParkResult]]
 FIRST_READ_REASON = "from_seq_too_old"
 SHUTDOWN_ERROR = orjson.dumps(
     {"code": "server_shutting_down", "message": "server is shutting down; reconnect"}
@@ -141,26 +141,32 @@ class WatchStream:
             return frame("topic-deleted", data, self._id())
         if self.superseded:
             return b""  # a newer stream took over (and may have rewound) while we read
-        cursors = self.session.cursors
-        self._heads[topic] = batch.head_seq
-        out: list[bytes] = []
+        out = b""
         if batch.tombstone is not None:
-            cursors[topic] = batch.start
-            out.append(frame("tombstone", _tombstone_data(batch, st.first_read), self._id()))
+            self.session.cursors[topic] = batch.start
+            out = frame("tombstone", _tombstone_data(batch, st.first_read), self._id())
             st.tailing = False
         st.first_read = False
+        return out + self._apply(topic, st, batch)
+
+    def _apply(self, topic: str, st: _TopicState, batch: FeedBatch) -> bytes:
+        """The `record` and `caught-up` frames of a read past any tombstone, the cursor moved
+        before each id is computed (shared by `_pass` and the parked path)."""
+        cursors = self.session.cursors
+        self._heads[topic] = batch.head_seq
         moved = batch.next_cursor != cursors[topic]
         cursors[topic] = batch.next_cursor
+        out = b""
         if batch.count:
-            out.append(self._record_frames(batch))  # with its caught-up when it reaches the head
+            out = self._record_frames(batch)  # with its caught-up when it reaches the head
             st.tailing = batch.caught_up
         elif moved:
             st.tailing = st.tailing and batch.caught_up  # skipped records only
         if batch.caught_up and not st.tailing:
             data = b'{"topic":%b,"head_seq":%d}' % (batch.topic_json, batch.head_seq)
-            out.append(frame("caught-up", data, self._id()))
+            out += frame("caught-up", data, self._id())
             st.tailing = True
-        return b"".join(out)
+        return out
 
     def _changed(self) -> bool:
         """Whether a watched topic moved since its last read (or vanished)."""
@@ -202,24 +208,20 @@ class WatchStream:
         return self.session.options[topic]
 
     def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> bytes | None:
-        """Apply a batch a broadcast read for us while we are parked — only on the common
-        path: tailing, no tombstone, the batch reaches the head, our cursor unchanged.
-        Same cursor moves and frames as `_pass` would make; None: wake for `_pass`."""
+        """Apply a batch that a broadcast read after `cursor` while we are parked: the same
+        cursor moves and frames as `_pass` makes of it (b"" when there is nothing to send).
+        None — wake for `_pass` — for a tombstone (its reason depends on our own history),
+        when our cursor moved meanwhile, or when we are superseded."""
         st = self._topics.get(topic)
-        cursors = self.session.cursors
         if (
             st is None
-            or not st.tailing
             or self.superseded
             or topic not in self._live
             or batch.tombstone is not None
-            or not batch.caught_up
-            or cursors.get(topic) != cursor
+            or self.session.cursors.get(topic) != cursor
         ):
             return None
-        cursors[topic] = batch.next_cursor
-        self._heads[topic] = batch.head_seq
-        return self._record_frames(batch) if batch.count else b""
+        return self._apply(topic, st, batch)
 
     def push(self, frames: bytes) -> Awaitable[None]:
         assert self._sender is not None
@@ -236,14 +238,20 @@ class WatchStream:
             if due <= 0:
                 await self._send(send, heartbeat(self._clock.now_ms()))
                 return
+            if self._shutting_down():
+                return
             # No await between this check and the waiter's registration: a publish after
             # the check wakes the waiter, one before it is seen here.
-            if self._changed() or self._shutting_down():
-                return
+            changed = self._changed() or not all(self._topics[t].tailing for t in self._live)
             if self._park is None:
+                if changed:
+                    return
                 await self._wait(list(self._live), due)
                 return
-            got = await self._park(self, list(self._live), due)
+            # Parked even when a head moved since our read, or a parked read of ours stopped
+            # short of the head: the next broadcast round reads on for us (`kick`). Reading it ourselves would keep a busy topic's watchers
+            # in their own read passes for good, each paying what the broadcast shares.
+            got = await self._park(self, list(self._live), due, changed)
             if got is Signal.WAKE:
                 return
             if got is not Signal.TIMEOUT:
