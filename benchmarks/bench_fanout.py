@@ -43,7 +43,7 @@ async def run(
         loop = asyncio.get_running_loop()
         waiters = AppendWaiters(engine, loop)
         feed = TopicFeed(db)
-        fanout = LiveFanout(feed)
+        fanout = LiveFanout(feed, idle_factor=0.0)  # per-frame cost, not the pacing
         if park:
             waiters.hook = fanout
         clock = SystemClock()
