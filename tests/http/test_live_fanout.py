@@ -387,6 +387,15 @@ async def test_park_times_out_and_wake_all_wakes() -> None:
     fanout.wake_all()
     assert await parked is Signal.WAKE
     assert not fanout.has_waiters("a") and not fanout.has_waiters("b")
+    idle = Idle()
+    parked = asyncio.ensure_future(fanout.park(idle, ["a"], 60.0))
+    await settle()
+    fanout.release(Idle())  # another stream: nothing happens
+    await settle()
+    assert not parked.done()
+    fanout.release(idle)
+    assert await parked is Signal.WAKE
+    assert not fanout.has_waiters("a")
 
 
 async def test_feed_errors_wake_instead_of_breaking_the_round() -> None:

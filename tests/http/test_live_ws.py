@@ -373,3 +373,38 @@ async def test_per_topic_node_adds_to_the_subscription_node(
             elif m["op"] == "caught_up":
                 caught.add(m["topic"])
         assert seen == {a: ["nb"], b: ["na"]}
+
+
+def _fanout(srv: ServerProcess) -> dict[str, int]:
+    r = httpx.get(f"{srv.url}/v0/metrics", headers={"Accept": "application/json"})
+    m = r.json()
+    out: dict[str, int] = m["delivery"]["fanout"]
+    return out
+
+
+async def test_parked_socket_gets_rounds_and_a_resubscribe_takes_effect_at_once(
+    server: ServerProcess, topic: str
+) -> None:
+    """A caught-up socket is served by the shared rounds (no read of its own), and a
+    subscribe that replaces its subscription while it is parked wins over any round: the
+    next record comes with the new options."""
+    write(server, topic, [{"data": 0}])
+    async with connect(ws_url(server)) as ws:
+        await send(ws, {"op": "subscribe", "request_id": "s", "topic": topic})
+        await recv_until(ws, lambda m: m["op"] == "caught_up")
+        before = _fanout(server)["served"]
+        for i in range(1, 4):
+            write(server, topic, [{"data": i}])
+            rec = (await recv_until(ws, lambda m: m["op"] == "record"))[-1]
+            assert [r["data"] for r in rec["records"]] == [i]
+        assert _fanout(server)["served"] >= before + 3
+        await send(
+            ws,
+            {"op": "subscribe", "request_id": "s2", "topic": topic, "tail": True,
+             "include_data": False},
+        )
+        await recv_until(ws, lambda m: m["op"] == "subscribed")
+        write(server, topic, [{"data": 4}])
+        rec = (await recv_until(ws, lambda m: m["op"] == "record"))[-1]
+        assert [r["$seq"] for r in rec["records"]] == [5]
+        assert all("data" not in r for r in rec["records"])

@@ -54,16 +54,19 @@ BATCHES_PER_ROUND = 1
 
 
 class ParkedStream(Protocol):
+    """A parked reader: an SSE watch stream (frames are bytes) or a WebSocket session
+    (frames are its messages); the fanout only passes them from `take_parked` to `push`."""
+
     def cursor_of(self, topic: str) -> int | None:
         """The stream's cursor on `topic` (None if it no longer reads it)."""
 
     def options_of(self, topic: str) -> DeliveryOptions: ...
 
-    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> bytes | None:
-        """Apply `batch` (read after `cursor`) while parked: the frames to send (b"" when
+    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> Any:
+        """Apply `batch` (read after `cursor`) while parked: the frames to send (empty when
         it has nothing to send and stays parked), or None to be woken for a normal pass."""
 
-    def push(self, frames: bytes) -> Awaitable[Any]:
+    def push(self, frames: Any) -> Awaitable[Any]:
         """Start sending `frames` on the stream's connection (the awaitable of its send)."""
 
 
@@ -98,6 +101,7 @@ class LiveFanout:
     writers_active: Callable[[], bool] = lambda: True
     counters: FanoutCounters = field(default_factory=FanoutCounters)
     _parked: dict[str, dict[_Parked, None]] = field(default_factory=dict)
+    _by_stream: dict[ParkedStream, _Parked] = field(default_factory=dict)
     _tasks: set[asyncio.Future[Any]] = field(default_factory=set)
     _pending: dict[str, None] = field(default_factory=dict)
     _timer: asyncio.TimerHandle | None = None
@@ -117,6 +121,7 @@ class LiveFanout:
         p = _Parked(stream, tuple(topics), loop.create_future())
         for t in p.topics:
             self._parked.setdefault(t, {})[p] = None
+        self._by_stream[stream] = p
         timer = loop.call_later(timeout_s, _resolve, p.fut, Signal.TIMEOUT)
         if kick:  # the stream has not read what its topics hold: a round reads it for it
             loop.call_soon(self._kick, p.topics)
@@ -126,7 +131,15 @@ class LiveFanout:
             timer.cancel()
             self._unpark(p)
 
+    def release(self, stream: ParkedStream) -> None:
+        """Wake `stream` if it is parked (its subscriptions changed)."""
+        p = self._by_stream.get(stream)
+        if p is not None:
+            _resolve(p.fut, Signal.WAKE)
+
     def _unpark(self, p: _Parked) -> None:
+        if self._by_stream.get(p.stream) is p:
+            del self._by_stream[p.stream]
         for t in p.topics:
             parked = self._parked.get(t)
             if parked is not None:
@@ -237,7 +250,7 @@ class LiveFanout:
             else:
                 self._pending[topic] = None  # still behind: the next round goes on
 
-    def _send(self, p: _Parked, frames: bytes) -> bool:
+    def _send(self, p: _Parked, frames: Any) -> bool:
         """Start the send; True if it completed at once (the stream stays parked)."""
         try:
             pending = start(p.stream.push(frames))

@@ -4,8 +4,10 @@ deliveries out, through one small outbound queue.
 Three tasks per socket: the reader runs commands in arrival order (a publish is awaited
 before the next command, so acks come back in order); the delivery loop reads each
 subscription from its cursor through the shared `TopicFeed` (the same walk, tombstones
-and skips as diff and SSE) and sleeps when everything is caught up until an append to a
-subscribed topic, a (un)subscribe, or 30 s; the writer drains the outbound queue to the
+and skips as diff and SSE) and, when everything is caught up, parks the session on its
+topics in the shared fan-out (`live_fanout`): rounds then put new batches' messages
+straight into the outbound queue without waking the loop, until a (un)subscribe, a
+tombstone, a deleted topic or 30 s wakes it; the writer drains the outbound queue to the
 socket. The queue holds 4 messages: when the client stops reading, the writer blocks in
 the socket send, the queue fills, and delivery (and acks) block with it — nothing is
 buffered without bound, and only this socket waits.
@@ -17,6 +19,8 @@ reader (replace/remove) and its delivery loop (cursors), never concurrently in o
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +30,7 @@ from starlette.websockets import WebSocket
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.app_state import ServerState
 from seglog.http.auth import Principal, Scope
+from seglog.http.live_fanout import Signal
 from seglog.http.topic_feed import FeedBatch
 from seglog.http.watch_request import DeliveryOptions
 from seglog.http.ws_commands import (
@@ -85,6 +90,10 @@ class WsSession:
     async def _put(self, message: bytes) -> None:
         await self._out.put(message)
 
+    async def _put_all(self, messages: list[bytes]) -> None:
+        for m in messages:
+            await self._out.put(m)
+
     async def _write_loop(self) -> None:
         while True:
             message = await self._out.get()
@@ -126,7 +135,7 @@ class WsSession:
             names = parse_unsubscribe(cmd)
             for name in names:
                 self._subs.pop(name, None)
-            self._kick.set()
+            self._kick_now()
             return orjson.dumps({"op": "unsubscribed", "request_id": rid, "topics": names})
         if op == "publish":
             return await self._publish(cmd, rid)
@@ -160,7 +169,7 @@ class WsSession:
         for name, cursor in starts.items():
             options = sub.options.for_topic(sub.topics[name])
             self._subs[name] = _Sub(cursor, options)  # replaces an older subscription
-        self._kick.set()
+        self._kick_now()
         return orjson.dumps({"op": "subscribed", "request_id": rid, "topics": described})
 
     async def _publish(self, cmd: dict[str, Any], rid: Any) -> bytes:
@@ -178,8 +187,6 @@ class WsSession:
                 backlog |= await self._deliver(name)
             if backlog:
                 await asyncio.sleep(0)  # a long backlog must not hold the loop
-                continue
-            if self._changed():
                 continue
             await self._idle()
 
@@ -218,18 +225,56 @@ class WsSession:
                 return True
         return self._kick.is_set()
 
+    def _kick_now(self) -> None:
+        """Subscriptions changed: the delivery loop must look at them now (and a parked
+        session must not take a round's batch read for a subscription it no longer has)."""
+        self._kick.set()
+        self._st.fanout.release(self)
+
     async def _idle(self) -> None:
-        waits: list[asyncio.Future[bool]] = [asyncio.ensure_future(self._kick.wait())]
-        if self._subs:
-            waits.append(
-                asyncio.ensure_future(self._st.wait_for_append(list(self._subs), IDLE_WAKE_S))
-            )
-        try:
-            await asyncio.wait(waits, timeout=IDLE_WAKE_S, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+        if self._st.shutting_down:  # `run` says goodbye and cancels us; nothing to deliver
+            await asyncio.get_running_loop().create_future()
+        if not self._subs:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._kick.wait(), IDLE_WAKE_S)
+            return
+        while not self._kick.is_set():
+            # Parked even when a head moved since our last read, or a parked read stopped
+            # short of the head: the next round reads on for us (`kick`).
+            behind = self._changed() or not all(s.tailing for s in self._subs.values())
+            got = await self._st.park(self, list(self._subs), IDLE_WAKE_S, behind)
+            if got is Signal.WAKE or got is Signal.TIMEOUT:
+                return
+            await got  # a round's messages that had to wait for room in the queue
+
+    # ---- parked (see live_fanout) ------------------------------------------------------
+    def cursor_of(self, topic: str) -> int | None:
+        sub = self._subs.get(topic)
+        return None if sub is None else sub.cursor
+
+    def options_of(self, topic: str) -> DeliveryOptions:
+        return self._subs[topic].options
+
+    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> list[bytes] | None:
+        """The messages of a batch a round read for us, as `_deliver` makes them; None (do
+        your own read) for a tombstone or when the subscription moved meanwhile."""
+        sub = self._subs.get(topic)
+        if sub is None or sub.cursor != cursor or batch.tombstone is not None:
+            return None
+        sub.head_seen = batch.head_seq
+        return _messages(batch, sub)
+
+    def push(self, frames: list[bytes]) -> Awaitable[None]:
+        out = self._out
+        for i, m in enumerate(frames):
+            if out.full():
+                return self._put_all(frames[i:])
+            out.put_nowait(m)
+        return _done()
+
+
+async def _done() -> None:
+    return None
 
 
 def _messages(batch: FeedBatch, sub: _Sub) -> list[bytes]:
