@@ -107,6 +107,7 @@ class LiveFanout:
     _timer: asyncio.TimerHandle | None = None
     _next_ok: float = 0.0
     _running: bool = False
+    _charged: float = 0.0  # loop time a round's pushes cost after it (see `charge`)
 
     def has_waiters(self, topic: str) -> bool:
         return topic in self._parked
@@ -130,6 +131,12 @@ class LiveFanout:
         finally:
             timer.cancel()
             self._unpark(p)
+
+    def charge(self, seconds: float) -> None:
+        """Count loop time that a round's pushes will cost outside the round (a WebSocket
+        message is sent later by its socket's writer task) towards the round's cost, so
+        that the pacing sees it."""
+        self._charged += seconds
 
     def release(self, stream: ParkedStream) -> None:
         """Wake `stream` if it is parked (its subscriptions changed)."""
@@ -195,8 +202,10 @@ class LiveFanout:
         # Writers waiting on the loop get `idle_factor` times the round's cost before the
         # next round; with none, rounds run back to back, so watchers that fell behind
         # during a write burst catch up at full speed once it ends.
-        busy = self.writers_active()
-        delay = (time.perf_counter() - t0) * self.idle_factor if busy else 0.0
+        now = time.perf_counter()
+        cost = now - t0 + self._charged
+        self._charged = 0.0
+        delay = cost * self.idle_factor if self.writers_active() else 0.0
         loop = asyncio.get_running_loop()
         self._next_ok = loop.time() + delay
         if self._pending and self._timer is None:
