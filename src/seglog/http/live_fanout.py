@@ -1,6 +1,7 @@
-"""One read per wake for every idle watch stream of a topic (SEMANTICS §9; API §7.3).
+"""One read per wake for every idle reader of a topic (SEMANTICS §9; API §7.3, §8).
 
-A watch stream that has caught up on all its topics parks here instead of waiting for a
+A watch stream (or a WebSocket session: its frames are messages put into the socket's
+outbound queue) that has caught up on all its topics parks here instead of waiting for a
 bare wake-up. When a parked topic is written, one broadcast reads the new batch once per
 distinct (cursor, delivery options) — through `TopicFeed`, the very read each stream would
 make — and offers it to every parked stream, which takes its frames (built once per
