@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from seglog.client import _base, _watch, _ws
+from seglog.client import _arrow, _base, _watch, _ws
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -230,6 +230,35 @@ class AsyncClient(BaseClient):
                 max_batch_bytes=max_batch_bytes,
             )
         )
+
+    async def read_arrow(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        until_seq: int | None = None,
+        limit: int | None = None,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        max_batch_bytes: int = 0,
+    ) -> Any:
+        """`Client.read_arrow`, awaited: the records after `from_seq` up to `until_seq`
+        (default: the head when the call starts) as one `pyarrow.Table`."""
+        opts: dict[str, Any] = {
+            "limit": limit,
+            "node": node,
+            "include_tags": include_tags,
+            "include_meta": include_meta,
+            "max_batch_bytes": max_batch_bytes,
+        }
+        page = await self._call(_arrow.diff_arrow(topic, from_seq, **opts))
+        pages, stop = [page], _arrow.stop_at(page, until_seq)
+        while not _arrow.done(page, stop):
+            cursor = int(page.fields["next_from_seq"])
+            page = await self._call(_arrow.diff_arrow(topic, cursor, **opts))
+            pages.append(page)
+        return _arrow.join(topic, from_seq, pages, stop)
 
     def read(
         self,

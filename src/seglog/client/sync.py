@@ -13,7 +13,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from seglog.client import _base, _watch, _ws
+from seglog.client import _arrow, _base, _watch, _ws
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -224,6 +224,39 @@ class Client(BaseClient):
                 max_batch_bytes=max_batch_bytes,
             )
         )
+
+    def read_arrow(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        until_seq: int | None = None,
+        limit: int | None = None,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        max_batch_bytes: int = 0,
+    ) -> Any:
+        """The records after `from_seq` up to `until_seq` (default: the head when the call
+        starts) as one `pyarrow.Table` (columns of API §13.1: `seq`, `ts`, `node`, [`tag`],
+        `data` as JSON text, [`meta`]), read through the columnar diff page by page. Gaps
+        are not rows: their tombstones are listed in the table's schema metadata `seglog`
+        (JSON), with the cursor to resume from (`next_from_seq`). For pandas:
+        `.to_pandas()`; for polars: `polars.from_arrow(...)`."""
+        opts: dict[str, Any] = {
+            "limit": limit,
+            "node": node,
+            "include_tags": include_tags,
+            "include_meta": include_meta,
+            "max_batch_bytes": max_batch_bytes,
+        }
+        page = self._call(_arrow.diff_arrow(topic, from_seq, **opts))
+        pages, stop = [page], _arrow.stop_at(page, until_seq)
+        while not _arrow.done(page, stop):
+            cursor = int(page.fields["next_from_seq"])
+            page = self._call(_arrow.diff_arrow(topic, cursor, **opts))
+            pages.append(page)
+        return _arrow.join(topic, from_seq, pages, stop)
 
     def read(
         self,

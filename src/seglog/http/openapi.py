@@ -507,6 +507,21 @@ def _sse(summary: str, errors: tuple[str, ...], query: tuple[Schema, ...]) -> Sc
     return o
 
 
+def _with_arrow(o: Schema) -> Schema:
+    """The columnar form of diff (API §13.1): an Arrow IPC stream when asked for."""
+    o["responses"]["200"]["content"]["application/vnd.apache.arrow.stream"] = {
+        "schema": {
+            "type": "string",
+            "format": "binary",
+            "description": "Arrow IPC stream: columns seq int64, ts int64, node utf8?, "
+            "tag utf8? (include_tags), data utf8 (stored JSON text), meta utf8? "
+            "(include_meta); the JSON response's other fields as JSON under the schema "
+            "metadata key `seglog`",
+        }
+    }
+    return o
+
+
 def _header(name: str, description: str) -> Schema:
     return {
         "name": name,
@@ -589,12 +604,15 @@ PATHS: dict[str, Schema] = {
     "/v0/topics/{topic}/diff": _with_param(
         "topic",
         {
-            "post": op(
-                "Read from a cursor (empty body = {})",
-                {"200": ("records", ref("DiffResponse"))},
-                (*_BODY_ERRORS, "404"),
-                body="DiffRequest",
-                body_required=False,
+            "post": _with_arrow(
+                op(
+                    "Read from a cursor (empty body = {}); columnar with Accept: "
+                    "application/vnd.apache.arrow.stream",
+                    {"200": ("records", ref("DiffResponse"))},
+                    (*_BODY_ERRORS, "404"),
+                    body="DiffRequest",
+                    body_required=False,
+                )
             )
         },
     ),

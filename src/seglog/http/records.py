@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable
 
+import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
 from seglog.http.app_state import server_state
+from seglog.http.arrow_diff import ARROW_STREAM, encode_arrow_diff, wants_arrow
 from seglog.http.auth import Scope
 from seglog.http.common import (
     elapsed_ms,
@@ -20,7 +22,11 @@ from seglog.http.common import (
 )
 from seglog.http.delete_request import parse_delete
 from seglog.http.diff_request import parse_diff
-from seglog.http.responses import encode_delete_result, encode_read_result
+from seglog.http.responses import (
+    encode_delete_result,
+    encode_read_result,
+    read_result_fields,
+)
 from seglog.http.topics import method_not_allowed
 
 
@@ -51,6 +57,10 @@ async def diff(request: Request) -> Response:
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
         res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
+    if wants_arrow(request.headers.get("accept")):  # API §13.1
+        scalars = orjson.dumps(read_result_fields(res, elapsed_ms(t0)))
+        body = encode_arrow_diff(res, req.include_tags, req.include_meta, scalars)
+        return Response(body, media_type=ARROW_STREAM)
     body = encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
     return json_response(body)
 

@@ -86,15 +86,13 @@ def records_array(
     return b"[" + b",".join(parts) + b"]"
 
 
-def encode_read_result(
-    res: ReadResult, include_tags: bool, include_meta: bool, total_ms: float
-) -> bytes:
+def read_result_fields(res: ReadResult, total_ms: float) -> dict[str, Any]:
+    """Every field of a diff response but `records` (API §4), in the wire's order."""
     perf = _perf(total_ms, records_scanned=res.records_scanned)
     if res.cold_segments_read > 0:
         perf["cold_segments_read"] = res.cold_segments_read
-    body = {
+    return {
         "topic": res.topic,
-        "records": orjson.Fragment(records_array(res.records, include_tags, include_meta)),
         "next_from_seq": res.next_from_seq,
         "head_seq": res.head_seq,
         "earliest_seq": res.earliest_seq,
@@ -103,7 +101,14 @@ def encode_read_result(
         "lag": res.lag,
         "performance": perf,
     }
-    return orjson.dumps(body)
+
+
+def encode_read_result(
+    res: ReadResult, include_tags: bool, include_meta: bool, total_ms: float
+) -> bytes:
+    fields = read_result_fields(res, total_ms)
+    records = orjson.Fragment(records_array(res.records, include_tags, include_meta))
+    return orjson.dumps({"topic": fields.pop("topic"), "records": records, **fields})
 
 
 @dataclass(frozen=True, slots=True)
