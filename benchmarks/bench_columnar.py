@@ -18,8 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from seglog.client import Client
 from tests.support.server import ServerProcess
+
+from seglog.client import Client
 
 
 def best(fn, n: int, reps: int = 3) -> float:
@@ -37,15 +38,18 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=200_000)
     a = ap.parse_args()
     n = a.records
-    with tempfile.TemporaryDirectory() as d, ServerProcess(data_dir=Path(d) / "data") as srv:
-        with Client(srv.url) as c:
-            c.put_topic("col", {"durability": "disk"})
-            pad = "x" * 60
-            for i in range(0, n, 1000):
-                c.append("col", [{"data": {"i": j, "pad": pad}} for j in range(i, i + 1000)])
-            json_rate = best(lambda: sum(1 for r in c.read("col", limit=1000) if hasattr(r, "seq")), n)
-            arrow_1k = best(lambda: c.read_arrow("col", limit=1000).num_rows, n)
-            arrow_10k = best(lambda: c.read_arrow("col", limit=10_000).num_rows, n)
+    with (
+        tempfile.TemporaryDirectory() as d,
+        ServerProcess(data_dir=Path(d) / "data") as srv,
+        Client(srv.url) as c,
+    ):
+        c.put_topic("col", {"durability": "disk"})
+        pad = "x" * 60
+        for i in range(0, n, 1000):
+            c.append("col", [{"data": {"i": j, "pad": pad}} for j in range(i, i + 1000)])
+        json_rate = best(lambda: sum(1 for r in c.read("col", limit=1000) if hasattr(r, "seq")), n)
+        arrow_1k = best(lambda: c.read_arrow("col", limit=1000).num_rows, n)
+        arrow_10k = best(lambda: c.read_arrow("col", limit=10_000).num_rows, n)
     print(f"{n:,} records of ~100 B, one client process, best of 3:")
     print(f"  read() JSON, pages of 1,000:        {json_rate:>12,.0f} rec/s  (1.00x)")
     print(f"  read_arrow(), pages of 1,000:       {arrow_1k:>12,.0f} rec/s  ({arrow_1k / json_rate:.2f}x)")
