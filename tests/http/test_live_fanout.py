@@ -454,3 +454,32 @@ async def test_start_passes_cancellation_into_the_awaitable() -> None:
     with pytest.raises(asyncio.CancelledError):
         await task
     assert cleaned == [True]
+
+
+async def test_a_failing_round_wakes_its_streams_for_their_own_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Flaky(LogFeed):
+        fail_next = False
+
+        async def read(self, topic: str, cursor: int, opts: DeliveryOptions) -> FeedBatch:
+            if self.fail_next:
+                self.fail_next = False
+                await asyncio.sleep(0)  # fail after suspending: the round runs in a task
+                raise RuntimeError("bug in a round")
+            return await super().read(topic, cursor, opts)
+
+    feed = Flaky()
+    feed.heads["a"] = 0
+    fanout = LiveFanout(feed, idle_factor=0.0)
+    reader = Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout)
+    await settle()
+    feed.heads["a"] = 2
+    feed.fail_next = True
+    fanout.wake("a")
+    await settle()
+    assert "live fan-out round failed" in caplog.text
+    assert fanout.counters.woken == 1
+    assert reader.stream.session.cursors == {"a": 2}  # its own pass delivered them
+    assert [f.event for f in reader.frames if f.event][-2:] == ["record", "caught-up"]
+    reader.task.cancel()

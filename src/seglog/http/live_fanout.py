@@ -157,7 +157,7 @@ class LiveFanout:
 
     def wake(self, topic: str) -> None:
         """`topic` was written (or deleted): offer its new batch to the streams parked on
-        it, from one task (the read may await: retention, routers, the cold tier)."""
+        it in the next round (paced, see IDLE_FACTOR)."""
         if topic not in self._parked or topic in self._pending:
             return
         self._pending[topic] = None
@@ -177,18 +177,31 @@ class LiveFanout:
             return
         # Run the round here when its reads complete at once (hot data: the common case),
         # in a task only when one must wait (retention, routers, the cold tier).
+        topics = list(pending)
         try:
-            rest = start(self._broadcast_all(list(pending)))
-        except Exception:  # a bug here must not strand the streams: they read on their own
-            log.exception("live fan-out round failed")
-            for topic in pending:
-                for p in list(self._parked.get(topic, ())):
-                    self._wake_one(p)
+            rest = start(self._broadcast_all(topics))
+        except Exception:
+            self._failed(topics)
             return
         if rest is not None:
             task = asyncio.ensure_future(rest)
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(lambda t: self._round_done(t, topics))
+
+    def _round_done(self, task: asyncio.Future[Any], topics: list[str]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            try:
+                raise task.exception()  # type: ignore[misc]
+            except Exception:
+                self._failed(topics)
+
+    def _failed(self, topics: list[str]) -> None:
+        """A bug in a round must not strand the streams: they read on their own."""
+        log.exception("live fan-out round failed")
+        for topic in topics:
+            for p in list(self._parked.get(topic, ())):
+                self._wake_one(p)
 
     async def _broadcast_all(self, topics: list[str]) -> None:
         t0 = time.perf_counter()
