@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import orjson
 
-from seglog.client._base import Call, RequestSpec, _json, _nodes, topic_path
+from seglog.client._base import Call, RequestSpec, _json, diff_body, topic_path
 from seglog.client.exceptions import SeglogProtocolError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -36,16 +36,7 @@ def diff_arrow(
     include_meta: bool,
     max_batch_bytes: int,
 ) -> Call[ArrowPage]:
-    body: dict[str, Any] = {
-        "from_seq": from_seq,
-        "include_tags": include_tags,
-        "include_meta": include_meta,
-        "max_batch_bytes": max_batch_bytes,
-    }
-    if limit is not None:
-        body["limit"] = limit
-    if node is not None:
-        body["node"] = _nodes(node)
+    body = diff_body(from_seq, limit, node, include_tags, include_meta, max_batch_bytes)
     content, headers = _json(body)
     spec = RequestSpec(
         "POST",

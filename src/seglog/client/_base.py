@@ -313,6 +313,28 @@ def record(
     return rec
 
 
+def diff_body(
+    from_seq: int,
+    limit: int | None,
+    node: str | Sequence[str] | None,
+    include_tags: bool,
+    include_meta: bool,
+    max_batch_bytes: int,
+) -> dict[str, Any]:
+    """The body of a diff request (API §4.1), shared by the JSON and the columnar form."""
+    body: dict[str, Any] = {
+        "from_seq": from_seq,
+        "include_tags": include_tags,
+        "include_meta": include_meta,
+        "max_batch_bytes": max_batch_bytes,
+    }
+    if limit is not None:
+        body["limit"] = limit
+    if node is not None:
+        body["node"] = _nodes(node)
+    return body
+
+
 def diff(
     topic: str,
     from_seq: int,
@@ -324,17 +346,8 @@ def diff(
     wait_ms: int,
     max_batch_bytes: int,
 ) -> Call[DiffResult]:
-    body: dict[str, Any] = {
-        "from_seq": from_seq,
-        "include_tags": include_tags,
-        "include_meta": include_meta,
-        "wait_ms": wait_ms,
-        "max_batch_bytes": max_batch_bytes,
-    }
-    if limit is not None:
-        body["limit"] = limit
-    if node is not None:
-        body["node"] = _nodes(node)
+    body = diff_body(from_seq, limit, node, include_tags, include_meta, max_batch_bytes)
+    body["wait_ms"] = wait_ms
     # The server may hold a long-poll for up to wait_ms (≤ 30 s) before it answers.
     spec = _post(topic_path(topic, "/diff"), body, extra_timeout=max(wait_ms, 0) / 1000)
     return Call(spec, _parser(DiffResult.from_json))
