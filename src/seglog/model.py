@@ -327,8 +327,30 @@ class Tombstone:
         }
 
 
+@dataclass(slots=True)
+class RecordColumns:
+    """The records of a columnar read as parallel columns (row `i` is one record); `data`
+    and `meta` hold compact JSON text."""
+
+    seq: list[int]
+    ts: list[int]
+    node: list[str | None]
+    tag: list[str | None]
+    data: list[bytes]
+    meta: list[bytes | None]
+
+    @classmethod
+    def empty(cls) -> RecordColumns:
+        return cls([], [], [], [], [], [])
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+
 @dataclass(frozen=True, slots=True)
 class ReadResult:
+    """A read (SEMANTICS §4.4). A columnar read leaves `records` empty and fills `columns`."""
+
     topic: str
     records: list[Record]
     next_from_seq: int
@@ -337,6 +359,7 @@ class ReadResult:
     tombstone: Tombstone | None
     records_scanned: int
     cold_segments_read: int = 0
+    columns: RecordColumns | None = None
 
     @property
     def caught_up(self) -> bool:

@@ -26,6 +26,11 @@ class ArrowPage:
     fields: dict[str, Any]
 
 
+# The columnar diff's largest page (API §13.1 allows more than the JSON diff's 1,000).
+ARROW_PAGE_RECORDS = 65_536
+ARROW_PAGE_BYTES = 33_554_432
+
+
 def diff_arrow(
     topic: str,
     from_seq: int,

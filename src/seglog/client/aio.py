@@ -15,6 +15,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from seglog.client import _arrow, _base, _watch, _ws
+from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -237,11 +238,11 @@ class AsyncClient(BaseClient):
         from_seq: int = 0,
         *,
         until_seq: int | None = None,
-        limit: int | None = None,
+        limit: int = ARROW_PAGE_RECORDS,
         node: str | Sequence[str] | None = None,
         include_tags: bool = False,
         include_meta: bool = True,
-        max_batch_bytes: int = 0,
+        max_batch_bytes: int = ARROW_PAGE_BYTES,
     ) -> Any:
         """`Client.read_arrow`, awaited: the records after `from_seq` up to `until_seq`
         (default: the head when the call starts) as one `pyarrow.Table`."""

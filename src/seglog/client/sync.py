@@ -14,6 +14,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from seglog.client import _arrow, _base, _watch, _ws
+from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -231,17 +232,18 @@ class Client(BaseClient):
         from_seq: int = 0,
         *,
         until_seq: int | None = None,
-        limit: int | None = None,
+        limit: int = ARROW_PAGE_RECORDS,
         node: str | Sequence[str] | None = None,
         include_tags: bool = False,
         include_meta: bool = True,
-        max_batch_bytes: int = 0,
+        max_batch_bytes: int = ARROW_PAGE_BYTES,
     ) -> Any:
         """The records after `from_seq` up to `until_seq` (default: the head when the call
         starts) as one `pyarrow.Table` (columns of API §13.1: `seq`, `ts`, `node`, [`tag`],
         `data` as JSON text, [`meta`]), read through the columnar diff page by page. Gaps
         are not rows: their tombstones are listed in the table's schema metadata `seglog`
-        (JSON), with the cursor to resume from (`next_from_seq`). For pandas:
+        (JSON), with the cursor to resume from (`next_from_seq`). Pages default to the
+        columnar form's largest (65,536 records, 32 MiB). For pandas:
         `.to_pandas()`; for polars: `polars.from_arrow(...)`."""
         opts: dict[str, Any] = {
             "limit": limit,

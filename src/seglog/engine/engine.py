@@ -31,7 +31,7 @@ from seglog.core.frame_bodies import (
 from seglog.core.frames import FrameType, encode_control
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
-from seglog.engine import deletes, payloads, retention, snapshots, writes
+from seglog.engine import column_read, deletes, payloads, retention, snapshots, writes
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
@@ -640,10 +640,12 @@ class Engine:
         nodes: frozenset[str] = frozenset(),
         max_bytes: int = 1_048_576,
         wait: bool = True,
+        columnar: bool = False,
     ) -> ReadResult:
         """SEMANTICS §4.4–§4.5: records after the cursor, at most one tombstone. With
         `wait=False` (the event loop, after awaiting `prepare_read`) a retention watermark
-        that became due meanwhile is submitted but not waited for."""
+        that became due meanwhile is submitted but not waited for. `columnar` answers the
+        same read in `ReadResult.columns` (API §13.1) instead of `records`."""
         t = self._topic(name)
         if wait:
             self.forwarder.drain_into(name)
@@ -651,22 +653,45 @@ class Engine:
         self.warm_cold(name, from_seq, limit, max_bytes)
         now = self.clock.now_ms()
         pins: list[PinnedSegment] = []
+        filtered = bool(nodes) and t.config.dedupe_node
         with t.lock:
             self.retain(t, now)
-            recs, missing, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now)
+            sel = (
+                column_read.select_slots(t, from_seq, limit, max_bytes, now, filtered)
+                if columnar
+                else None
+            )
+            if sel is None:
+                recs, missing, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now)
+                first_missing = missing[0][1] if missing else 0
+                last_missing = missing[-1][1] if missing else 0
+            else:
+                recs, missing = [], []
+                nxt, tomb, scanned = sel.next_from_seq, sel.tombstone, sel.scanned
+                first_missing, last_missing = sel.missing_span()
             segs = t.segments
-            if missing and segs is not None:
-                pins = segs.pin_range(missing[0][1], missing[-1][1])
+            if first_missing and segs is not None:
+                pins = segs.pin_range(first_missing, last_missing)
             t.last_read_ts = now
             t.last_consumed_ms = now
             head, earliest = t.head, t.earliest()
         cold = 0
-        if missing:
+        if first_missing:
             # Sealed payloads are read with the lock released (the segments are pinned).
             if segs is None:
-                raise LookupError(f"seq {missing[0][1]}: payload missing on {name!r}")
-            cold = payloads.fill(recs, missing, segs.store, pins)
-        return ReadResult(name, recs, nxt, head, earliest, tomb, scanned, cold)
+                raise LookupError(f"seq {first_missing}: payload missing on {name!r}")
+            if sel is None:
+                cold = payloads.fill(recs, missing, segs.store, pins)
+            else:
+                cold = column_read.fill_columns(sel.columns, sel.missing, segs.store, pins)
+        if sel is not None:
+            cols = sel.columns
+        elif columnar:
+            cols = column_read.columns_of_records(recs)
+            recs = []
+        else:
+            return ReadResult(name, recs, nxt, head, earliest, tomb, scanned, cold)
+        return ReadResult(name, [], nxt, head, earliest, tomb, scanned, cold, cols)
 
     def reads_cold(self, name: str, from_seq: int, limit: int) -> bool:
         """Whether a read of `limit` records after `from_seq` may touch the cold tier (an

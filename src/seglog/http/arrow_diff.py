@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from seglog.engine.column_read import columns_of_records
 from seglog.model import ReadResult
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -28,32 +29,34 @@ def wants_arrow(accept: str | None) -> bool:
 def encode_arrow_diff(
     res: ReadResult, include_tags: bool, include_meta: bool, scalars: bytes
 ) -> bytes:
-    """One IPC stream: the schema (with `scalars` under `seglog`) and at most one batch."""
+    """One IPC stream: the schema (with `scalars` under `seglog`) and at most one batch,
+    from a columnar read's `columns` (or its `records`, converted)."""
     import pyarrow as pa
 
-    recs = res.records
+    cols = res.columns if res.columns is not None else columns_of_records(res.records)
     fields: list[Any] = [
         pa.field("seq", pa.int64(), nullable=False),
         pa.field("ts", pa.int64(), nullable=False),
         pa.field("node", pa.string()),
     ]
     columns: list[Any] = [
-        pa.array([r.seq for r in recs], pa.int64()),
-        pa.array([r.ts for r in recs], pa.int64()),
-        pa.array([r.node for r in recs], pa.string()),
+        pa.array(cols.seq, pa.int64()),
+        pa.array(cols.ts, pa.int64()),
+        pa.array(cols.node, pa.string()),
     ]
     if include_tags:
         fields.append(pa.field("tag", pa.string()))
-        columns.append(pa.array([r.tag for r in recs], pa.string()))
+        columns.append(pa.array(cols.tag, pa.string()))
     fields.append(pa.field("data", pa.string(), nullable=False))
-    columns.append(pa.array([r.data_json for r in recs], pa.string()))
+    # Stored JSON text is UTF-8 already: build binary (no per-value validation) and view it.
+    columns.append(pa.array(cols.data, pa.binary()).view(pa.string()))
     if include_meta:
         fields.append(pa.field("meta", pa.string()))
-        columns.append(pa.array([r.meta_json for r in recs], pa.string()))
+        columns.append(pa.array(cols.meta, pa.binary()).view(pa.string()))
     schema = pa.schema(fields, metadata={b"seglog": scalars})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
-        if recs:
+        if len(cols):
             writer.write_batch(pa.record_batch(columns, schema=schema))
     out: bytes = sink.getvalue().to_pybytes()
     return out

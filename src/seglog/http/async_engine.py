@@ -18,6 +18,7 @@ from seglog.engine.aio import finish_op, finish_write
 from seglog.engine.engine import Engine
 from seglog.engine.stats import EngineStats
 from seglog.model import (
+    MAX_DIFF_LIMIT,
     DeleteResult,
     DropTopicResult,
     PutTopicResult,
@@ -31,6 +32,9 @@ from seglog.model import (
 from seglog.router_model import DropRouterResult, PutRouterResult, RouterInfo, RouterSpec
 
 T = TypeVar("T")
+
+# Reads of more records than this (the JSON diff's largest page) run in a worker thread.
+BIG_READ = MAX_DIFF_LIMIT
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -130,7 +134,13 @@ class AsyncEngine:
         return await finish_write(e, pw)
 
     async def read(
-        self, name: str, from_seq: int, limit: int, nodes: frozenset[str], max_bytes: int
+        self,
+        name: str,
+        from_seq: int,
+        limit: int,
+        nodes: frozenset[str],
+        max_bytes: int,
+        columnar: bool = False,
     ) -> ReadResult:
         e = self.engine
         if e.routers_pending_into(name):
@@ -140,7 +150,10 @@ class AsyncEngine:
         evict = e.prepare_read(name)
         if evict is not None:
             await finish_op(e, evict)  # a retention watermark became due: await it here
-        if e.reads_cold(name, from_seq, limit):
-            # Cold-tier bytes may come from a slow disk: read off the event loop.
-            return await blocking(e.read, name, from_seq, limit, nodes, max_bytes)
-        return e.read(name, from_seq, limit, nodes, max_bytes, wait=False)
+        if e.reads_cold(name, from_seq, limit) or limit > BIG_READ:
+            # Cold-tier bytes may come from a slow disk, and a big columnar page takes a
+            # while to gather: read off the event loop.
+            return await blocking(
+                e.read, name, from_seq, limit, nodes, max_bytes, columnar=columnar
+            )
+        return e.read(name, from_seq, limit, nodes, max_bytes, wait=False, columnar=columnar)

@@ -10,6 +10,10 @@ from seglog.http.body_fields import bool_field, json_object, malformed, u64_fiel
 from seglog.model import DEFAULT_BATCH_BYTES, DEFAULT_DIFF_LIMIT, MAX_BATCH_BYTES, MAX_DIFF_LIMIT
 
 MAX_WAIT_MS = 30_000
+# The columnar form (API §13.1) allows larger pages: its per-record cost is a fraction of
+# JSON's, and a read examines at most this many slots anyway.
+MAX_ARROW_DIFF_LIMIT = 65_536
+MAX_ARROW_BATCH_BYTES = 67_108_864
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,16 +38,20 @@ def parse_nodes(value: Any, field: str = "node") -> tuple[str, ...]:
     raise malformed(f"{field} must be a string or an array of strings")
 
 
-def parse_diff(obj: Any) -> DiffRequest:
+def parse_diff(obj: Any, columnar: bool = False) -> DiffRequest:
+    """The request with defaults and clamps applied; `columnar` clamps to the Arrow form's
+    larger page bounds (the defaults are the same)."""
     body = json_object(obj)
     limit = u64_field(body, "limit", 0)
     batch = u64_field(body, "max_batch_bytes", 0)
+    max_limit = MAX_ARROW_DIFF_LIMIT if columnar else MAX_DIFF_LIMIT
+    max_batch = MAX_ARROW_BATCH_BYTES if columnar else MAX_BATCH_BYTES
     return DiffRequest(
         from_seq=u64_field(body, "from_seq", 0),
-        limit=min(limit, MAX_DIFF_LIMIT) if limit else DEFAULT_DIFF_LIMIT,
+        limit=min(limit, max_limit) if limit else DEFAULT_DIFF_LIMIT,
         nodes=parse_nodes(body["node"]) if "node" in body else (),
         include_tags=bool_field(body, "include_tags", False),
         include_meta=bool_field(body, "include_meta", True),
         wait_ms=min(u64_field(body, "wait_ms", 0), MAX_WAIT_MS),
-        max_batch_bytes=min(batch, MAX_BATCH_BYTES) if batch else DEFAULT_BATCH_BYTES,
+        max_batch_bytes=min(batch, max_batch) if batch else DEFAULT_BATCH_BYTES,
     )

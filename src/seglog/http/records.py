@@ -38,10 +38,11 @@ async def diff(request: Request) -> Response:
     require(request, (Scope.READ,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    req = parse_diff(json_body(request, raw, empty_ok=True))
+    columnar = wants_arrow(request.headers.get("accept"))  # API §13.1
+    req = parse_diff(json_body(request, raw, empty_ok=True), columnar)
     db = st.db
     nodes = frozenset(req.nodes)
-    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
+    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, columnar)
     if (
         req.wait_ms > 0
         and not res.records
@@ -56,8 +57,8 @@ async def diff(request: Request) -> Response:
             )
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
-        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes)
-    if wants_arrow(request.headers.get("accept")):  # API §13.1
+        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, columnar)
+    if columnar:
         scalars = orjson.dumps(read_result_fields(res, elapsed_ms(t0)))
         body = encode_arrow_diff(res, req.include_tags, req.include_meta, scalars)
         return Response(body, media_type=ARROW_STREAM)

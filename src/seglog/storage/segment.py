@@ -27,11 +27,11 @@ import re
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from mmap import PAGESIZE, mmap
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,9 +48,9 @@ from seglog.core.segment_format import (
     idx_lookup,
     idx_view,
     iter_frames,
-    run_blobs,
     scan_del_flags,
 )
+from seglog.core.segment_run import Ints, run_blobs_of, run_payloads
 from seglog.storage.datadir import make_dirs_durably
 from seglog.storage.fs import Fs, RealFs, write_all_at, write_synced
 
@@ -60,6 +60,19 @@ MAP_CACHE_SEGMENTS = 64
 _SEG_NAME = re.compile(r"seg-(\d{16})\.(data|idx)")
 _U32 = struct.Struct("<I")
 _DELETED = bytes([DEL_FLAG])
+R = TypeVar("R")
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A copied run of consecutive frames, with index entries relative to `chunk`."""
+
+    segment: SegmentInfo
+    chunk: bytes
+    base: int  # offset of `chunk` in the data file
+    first_seq: int
+    offsets: Ints
+    lengths: Ints
 
 
 def topic_dir_name(topic_id: int) -> str:
@@ -345,11 +358,24 @@ class SegmentStore:
         """The verified payload blobs of `first..last` (clamped to the segment and, when
         `max_bytes` > 0, cut after the frame that reaches that many framed bytes), for
         sequential reads: one map lookup, one index slice and one copy for the whole run."""
+        run = self._run(info, first, last, max_bytes)
+        return [] if run is None else self._verified(run, run_blobs_of)
+
+    def read_run_payloads(
+        self, info: SegmentInfo | PinnedSegment, first: int, last: int
+    ) -> tuple[builtins.list[bytes], builtins.list[bytes | None]]:
+        """`read_run`'s blobs as the compact JSON of each record's data and meta."""
+        run = self._run(info, first, last, 0)
+        return ([], []) if run is None else self._verified(run, run_payloads)
+
+    def _run(
+        self, info: SegmentInfo | PinnedSegment, first: int, last: int, max_bytes: int
+    ) -> _Run | None:
         pinned = info if isinstance(info, PinnedSegment) else self.pin(info)
         seg, m = pinned.info, pinned.mapped
         first, last = max(first, seg.first_seq), min(last, seg.last_seq)
         if first > last:
-            return []
+            return None
         lo, hi = first - seg.first_seq, last - seg.first_seq + 1
         if hi > len(m.idx):
             raise SegmentCorruption(
@@ -360,20 +386,25 @@ class SegmentStore:
             framed = np.cumsum(entries["len"], dtype=np.int64)
             entries = entries[: int(np.searchsorted(framed, max_bytes)) + 1]
             last = first + len(entries) - 1
-        offsets: builtins.list[int] = entries["offset"].tolist()
-        lengths: builtins.list[int] = entries["len"].tolist()
-        base = offsets[0]
-        stop = offsets[-1] + lengths[-1]
+        offsets = entries["offset"].astype(np.int64)
+        lengths = entries["len"].astype(np.int64)
+        base = int(offsets[0])
+        stop = int(offsets[-1] + lengths[-1])
         if base < 0 or stop > len(m.data) or stop < base:
             raise SegmentCorruption(
                 f"segment corruption: seqs {first}..{last}: index of {seg.data_path} points "
                 f"outside the data file"
             )
-        chunk = bytes(m.data[base:stop])
+        return _Run(seg, bytes(m.data[base:stop]), base, first, offsets - base, lengths)
+
+    @staticmethod
+    def _verified(run: _Run, read: Callable[[bytes, int, Ints, Ints], R]) -> R:
         try:
-            return run_blobs(chunk, first, [o - base for o in offsets], lengths)
+            return read(run.chunk, run.first_seq, run.offsets, run.lengths)
         except SegmentCorruption as e:
-            raise SegmentCorruption(f"{e} in {seg.data_path} (run from offset {base})") from None
+            raise SegmentCorruption(
+                f"{e} in {run.segment.data_path} (run from offset {run.base})"
+            ) from None
 
     def warm_run(self, info: SegmentInfo, first: int, last: int, max_bytes: int) -> int:
         """Map `info` and touch one byte per page of the frames `first..last` (clamped, and

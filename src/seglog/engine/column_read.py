@@ -1,0 +1,158 @@
+"""Columnar reads (the server side of API §13.1): the records of a read as parallel columns,
+sliced from the topic's slot lists and the sealed segments' runs without building a
+`Record` per record.
+
+`select_slots` is `TopicState.read` over whole windows (numpy over the dead flags and the
+sizes) for the common read: no TTL and no node filter. A read it does not cover returns
+None and the caller converts an ordinary read (`columns_of_records`), so both forms answer
+the same records, cursor and tombstone by construction of the fallback and by the property
+test of the Arrow diff for the fast path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import TypeVar
+
+import numpy as np
+
+from seglog.core.watermarks import tombstone_for
+from seglog.engine.topic import MAX_SLOTS_EXAMINED, TopicState
+from seglog.model import Record, RecordColumns, Tombstone
+from seglog.storage.segment import PinnedSegment, SegmentStore
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class SlotSelection:
+    """What `select_slots` took under the topic lock. `data[i] is None` where the payload
+    lives only in a sealed segment (`missing` lists those row positions)."""
+
+    columns: RecordColumns
+    missing: list[int]
+    next_from_seq: int
+    tombstone: Tombstone | None
+    scanned: int
+
+    def missing_span(self) -> tuple[int, int]:
+        """The first and last seq whose payload is to be read from segments (0, 0: none)."""
+        if not self.missing:
+            return 0, 0
+        seqs = self.columns.seq
+        return seqs[self.missing[0]], seqs[self.missing[-1]]
+
+
+def _pick(column: list[T], first: int, rows: Sequence[int], contiguous: bool) -> list[T]:
+    """`[column[first + r] for r in rows]` at C speed."""
+    if not rows:
+        return []
+    if contiguous:
+        return column[first + rows[0] : first + rows[-1] + 1]
+    if len(rows) == 1:
+        return [column[first + rows[0]]]
+    return list(itemgetter(*[first + r for r in rows])(column))
+
+
+def select_slots(
+    t: TopicState, cursor: int, limit: int, max_bytes: int, now: int, filtered: bool
+) -> SlotSelection | None:
+    """`t.read(cursor, limit, nodes, max_bytes, now)` as columns, or None when the read needs
+    the per-slot path (a TTL or a node filter). The caller holds `t.lock`."""
+    if filtered or t.config.ttl_ms > 0:
+        return None
+    del now  # only TTL reads need it, and those take the per-slot path
+    tomb, pos = tombstone_for(cursor, t.floors(), t.base_seq, t.head)
+    width = min(t.head - pos, MAX_SLOTS_EXAMINED)
+    if width <= 0 or limit <= 0:
+        return SlotSelection(RecordColumns.empty(), [], pos, tomb, 0)
+    lo = pos + 1 - t.origin  # slot of the first examined seq
+    below = min(max(t.front - lo, 0), width)  # examined slots already popped: dead
+    first = lo + below
+    window = np.frombuffer(bytes(t.dead[first : lo + width]), np.uint8)
+    live = np.flatnonzero(window == 0)
+    full = len(live) >= limit
+    rows: list[int] = live[:limit].tolist()
+    contiguous = bool(rows) and rows[-1] - rows[0] + 1 == len(rows)
+    sizes = _pick(t.size, first, rows, contiguous)
+    take = len(rows)
+    broke_at: int | None = None
+    if take > 1:
+        fits = int(np.searchsorted(np.cumsum(sizes, dtype=np.int64), max_bytes, side="right"))
+        if max(fits, 1) < take:
+            take = max(fits, 1)
+            broke_at = rows[take]
+            rows = rows[:take]
+    if broke_at is not None:  # the record that did not fit was examined, not consumed
+        scanned = below + broke_at
+    elif full and rows:
+        scanned = below + rows[-1] + 1
+    else:
+        scanned = width
+    nxt = pos + scanned
+    base = t.origin + first
+    data = _pick(t.data, first, rows, contiguous)
+    cols = RecordColumns(
+        [base + r for r in rows],
+        _pick(t.ts, first, rows, contiguous),
+        _pick(t.node, first, rows, contiguous),
+        _pick(t.tag, first, rows, contiguous),
+        data,  # type: ignore[arg-type]  # the Nones are filled by `fill_columns`
+        _pick(t.meta, first, rows, contiguous),
+    )
+    absent = data.count(None)
+    if absent == len(data):  # a page of sealed records only
+        missing = list(range(absent))
+    else:
+        missing = [i for i, d in enumerate(data) if d is None] if absent else []
+    return SlotSelection(cols, missing, nxt, tomb, scanned)
+
+
+def fill_columns(
+    cols: RecordColumns, missing: list[int], store: SegmentStore, pins: list[PinnedSegment]
+) -> int:
+    """Put the payloads of the rows `missing` lists (ascending) in place from their sealed
+    segments, one verified run per segment. Returns how many came from the cold tier."""
+    seqs, data, meta = cols.seq, cols.data, cols.meta
+    cold = filled = j = 0
+    n = len(missing)
+    for pin in pins:
+        start = j
+        last = pin.info.last_seq
+        while j < n and seqs[missing[j]] <= last:
+            j += 1
+        if j == start:
+            continue
+        lo = seqs[missing[start]]
+        if lo < pin.info.first_seq:
+            break  # a missing payload that no pinned segment holds
+        run_data, run_meta = store.read_run_payloads(pin, lo, seqs[missing[j - 1]])
+        if j - start == len(run_data):  # the whole run is missing: the usual sealed page
+            data[missing[start] : missing[j - 1] + 1] = run_data
+            meta[missing[start] : missing[j - 1] + 1] = run_meta
+        else:
+            for row in missing[start:j]:
+                data[row] = run_data[seqs[row] - lo]
+                meta[row] = run_meta[seqs[row] - lo]
+        filled = j
+        if pin.info.tier == "cold":
+            cold += j - start
+    if filled != n:
+        raise LookupError(
+            f"seq {seqs[missing[filled]]} has no payload in memory and no sealed segment"
+        )
+    return cold
+
+
+def columns_of_records(records: list[Record]) -> RecordColumns:
+    """The columns of an ordinary read (the path for TTL and node-filtered reads)."""
+    return RecordColumns(
+        [r.seq for r in records],
+        [r.ts for r in records],
+        [r.node for r in records],
+        [r.tag for r in records],
+        [r.data_json for r in records],
+        [r.meta_json for r in records],
+    )
