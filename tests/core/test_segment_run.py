@@ -16,9 +16,10 @@ from seglog.core.segment_format import (
     SegmentRecord,
     encode_segment,
     idx_view,
+    iter_frames,
     run_blobs,
 )
-from seglog.core.segment_run import run_blobs_of, run_payloads, verify_run
+from seglog.core.segment_run import run_blobs_of, run_payloads, segment_columns, verify_run
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=6),
@@ -104,3 +105,66 @@ def test_wrong_seq_and_bad_index_entries_are_corruption() -> None:
         verify_run(data[:-1], 5, offsets, lengths)
     with pytest.raises(SegmentCorruption, match="index length"):
         verify_run(data, 5, offsets, lengths + np.array([0, 1, -1]))
+
+
+@st.composite
+def whole_segments(draw: st.DrawFn) -> tuple[bytes, np.ndarray, int, list[SegmentRecord]]:
+    n = draw(st.integers(1, 10))
+    first = draw(st.integers(1, 2**40))
+    names = st.none() | st.text(max_size=5)
+    recs = [
+        SegmentRecord(
+            first + i,
+            draw(st.integers(0, 2**40)),
+            draw(names),
+            draw(names),
+            draw(BLOB),
+            draw(st.booleans()),
+        )
+        for i in range(n)
+    ]
+    data, idx_bytes = encode_segment(recs, first)
+    return data, idx_view(idx_bytes), first, recs
+
+
+@settings(max_examples=200, derandomize=True, database=None)
+@given(whole_segments())
+def test_segment_columns_are_the_frames_iter_frames_decodes(seg: tuple) -> None:
+    data, idx, first, recs = seg
+    cols = segment_columns(data, first, idx["offset"], idx["len"])
+    assert cols.seq.tolist() == [r.seq for r in recs]
+    assert cols.ts.tolist() == [r.ts for r in recs]
+    assert cols.deleted.tolist() == [r.deleted for r in recs]
+    assert cols.node == [r.node for r in recs] and cols.tag == [r.tag for r in recs]
+    assert list(zip(cols.data, cols.meta, strict=True)) == [decode_blob(r.blob) for r in recs]
+
+
+@settings(max_examples=200, derandomize=True, database=None)
+@given(whole_segments(), st.data())
+def test_segment_columns_fail_on_any_corruption_iter_frames_fails_on(
+    seg: tuple, draw: st.DataObject
+) -> None:
+    data, idx, first, _ = seg
+    bad = bytearray(data)
+    pos = draw.draw(st.integers(0, len(data) - 1))
+    bad[pos] ^= 1 << draw.draw(st.integers(0, 7))
+    try:
+        list(iter_frames(bytes(bad), first))
+    except SegmentCorruption:
+        with pytest.raises(SegmentCorruption):
+            segment_columns(bytes(bad), first, idx["offset"], idx["len"])
+    else:  # a del_flag flip: a delete, not corruption
+        cols = segment_columns(bytes(bad), first, idx["offset"], idx["len"])
+        assert cols.seq.tolist() == list(range(first, first + len(idx)))
+
+
+def test_segment_columns_refuse_an_index_that_does_not_cover_the_file() -> None:
+    recs = [SegmentRecord(1 + i, i, "n", None, encode_blob(b"1", None), False) for i in range(3)]
+    data, idx_bytes = encode_segment(recs, 1)
+    idx = idx_view(idx_bytes)
+    with pytest.raises(SegmentCorruption):
+        segment_columns(data + b"\0", 1, idx["offset"], idx["len"])
+    with pytest.raises(SegmentCorruption):
+        segment_columns(data, 1, idx["offset"][:2], idx["len"][:2])
+    with pytest.raises(SegmentCorruption):
+        segment_columns(data, 1, idx["offset"][::-1].copy(), idx["len"])

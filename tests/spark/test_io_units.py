@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 
@@ -16,6 +17,7 @@ client_mod = pytest.importorskip("seglog.client")
 if not hasattr(client_mod, "TopicNotFound"):
     pytest.skip("seglog.client is not available yet", allow_module_level=True)
 
+from seglog.client import ArrowPage  # noqa: E402
 from seglog.spark.errors import SeglogDataLossError  # noqa: E402
 from seglog.spark.offsets import SeqRange  # noqa: E402
 from seglog.spark.online import read_range  # noqa: E402
@@ -89,6 +91,32 @@ class FakeClient:
                     )
                 )
         return Diff(recs, cur, self.head, tomb, cur == self.head)
+
+    def diff_arrow(self, topic: str, from_seq: int = 0, **kwargs: Any) -> ArrowPage:
+        """The columnar diff (API §13.1) of the same read, as the real client returns it."""
+        res = self.diff(topic, from_seq, **kwargs)
+        recs = res.records
+        table = pa.table(
+            {
+                "seq": pa.array([r.seq for r in recs], pa.int64()),
+                "ts": pa.array([r.ts for r in recs], pa.int64()),
+                "node": pa.array([r.node for r in recs], pa.string()),
+                "tag": pa.array([r.tag for r in recs], pa.string()),
+                "data": pa.array([orjson.dumps(r.data).decode() for r in recs], pa.string()),
+                "meta": pa.array(
+                    [None if r.meta is None else orjson.dumps(r.meta).decode() for r in recs],
+                    pa.string(),
+                ),
+            }
+        )
+        tomb = res.tombstone
+        fields = {
+            "next_from_seq": res.next_from_seq,
+            "head_seq": res.head_seq,
+            "caught_up": res.caught_up,
+            "tombstone": None if tomb is None else tomb.__dict__,
+        }
+        return ArrowPage(table, fields)
 
     def append(
         self, topic: str, records: list[Any], *, idempotency_key: str | None = None, **_: Any

@@ -5,6 +5,7 @@ dataclasses from `seglog.client.types`, failures are `SeglogClientError` subclas
 `seglog.client.exceptions` (one per wire error code).
 """
 
+from seglog.client._arrow import ArrowPage
 from seglog.client._watch import ReconnectPolicy
 from seglog.client.aio import AsyncClient, AsyncReader
 from seglog.client.cursors import decode_cursor, encode_cursor
@@ -70,6 +71,7 @@ from seglog.client.websocket_aio import AsyncWebSocket
 __all__ = [
     "EXCEPTION_BY_CODE",
     "Appended",
+    "ArrowPage",
     "AsyncClient",
     "AsyncReader",
     "AsyncWatch",

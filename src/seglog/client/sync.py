@@ -14,7 +14,7 @@ from typing import Any, Self, TypeVar
 import httpx
 
 from seglog.client import _arrow, _base, _watch, _ws
-from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS
+from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS, ArrowPage
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -226,6 +226,33 @@ class Client(BaseClient):
             )
         )
 
+    def diff_arrow(
+        self,
+        topic: str,
+        from_seq: int = 0,
+        *,
+        limit: int = ARROW_PAGE_RECORDS,
+        node: str | Sequence[str] | None = None,
+        include_tags: bool = False,
+        include_meta: bool = True,
+        max_batch_bytes: int = ARROW_PAGE_BYTES,
+    ) -> ArrowPage:
+        """One columnar diff (API §13.1): `.table` holds the page's records as a
+        `pyarrow.Table` (`seq`, `ts`, `node`, [`tag`], `data` JSON text, [`meta`]) and
+        `.fields` every other field of the diff (`next_from_seq`, `head_seq`, `caught_up`,
+        `tombstone`, ...). For a cursor loop; `read_arrow` pages for you."""
+        return self._call(
+            _arrow.diff_arrow(
+                topic,
+                from_seq,
+                limit=limit,
+                node=node,
+                include_tags=include_tags,
+                include_meta=include_meta,
+                max_batch_bytes=max_batch_bytes,
+            )
+        )
+
     def read_arrow(
         self,
         topic: str,
@@ -252,11 +279,11 @@ class Client(BaseClient):
             "include_meta": include_meta,
             "max_batch_bytes": max_batch_bytes,
         }
-        page = self._call(_arrow.diff_arrow(topic, from_seq, **opts))
+        page = self.diff_arrow(topic, from_seq, **opts)
         pages, stop = [page], _arrow.stop_at(page, until_seq)
         while not _arrow.done(page, stop):
             cursor = int(page.fields["next_from_seq"])
-            page = self._call(_arrow.diff_arrow(topic, cursor, **opts))
+            page = self.diff_arrow(topic, cursor, **opts)
             pages.append(page)
         return _arrow.join(topic, from_seq, pages, stop)
 

@@ -10,16 +10,22 @@ which raises the precise error for its first bad frame.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 
 from seglog.core.payload_blob import decode_blob
 from seglog.core.segment_format import (
     _CHK,
+    DEL_FLAG,
+    FLAG_NODE,
+    FLAG_TAG,
     HEADER_SIZE,
     MIN_FRAME_LEN,
     SegmentCorruption,
     _xxh3,
+    iter_frames,
     run_blobs,
 )
 
@@ -40,17 +46,27 @@ _CLOSE = ord("}")
 Ints = npt.NDArray[np.int64]
 
 
-def verify_run(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> tuple[Ints, Ints]:
+def verify_run(
+    chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints
+) -> tuple[Ints, Ints]:
     """Verify the frames `first_seq, first_seq+1, ...` at `offsets` (relative to `chunk`)
     with the index's framed `lengths`, exactly as `run_blobs` does; returns each frame's
     payload blob bounds `(start, end)` in `chunk`."""
+    _, starts, ends = verify_headers(chunk, first_seq, offsets, lengths)
+    return starts, ends
+
+
+def verify_headers(
+    chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints
+) -> tuple[npt.NDArray[np.void], Ints, Ints]:
+    """`verify_run`, also returning the frame headers (`FRAME_HEADER_DTYPE`)."""
     n = len(offsets)
     offsets = offsets.astype(np.int64, copy=False)
     lengths = lengths.astype(np.int64, copy=False)
     ends = offsets + lengths
     size = len(chunk)
     if n == 0:
-        return offsets, ends
+        return np.zeros(0, FRAME_HEADER_DTYPE), offsets, ends
     if (offsets < 0).any() or (ends > size).any() or (lengths < MIN_FRAME_LEN + 4).any():
         _raise_first(chunk, first_seq, offsets, lengths)
     buf = np.frombuffer(chunk, np.uint8)
@@ -74,7 +90,7 @@ def verify_run(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> tu
         or (hdr["seq"] != expected_seqs).any()
     ):
         _raise_first(chunk, first_seq, offsets, lengths)
-    return body_ends - hdr["data_len"].astype(np.int64), body_ends
+    return hdr, body_ends - hdr["data_len"].astype(np.int64), body_ends
 
 
 def _raise_first(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> None:
@@ -94,14 +110,18 @@ def run_payloads(
     """The compact JSON of each frame's data and meta (`decode_blob` of each blob), verified
     a run at a time. A blob written without meta is sliced; the rest are decoded exactly."""
     starts, ends = verify_run(chunk, first_seq, offsets, lengths)
+    return split_blobs(chunk, starts, ends)
+
+
+def split_blobs(chunk: bytes, starts: Ints, ends: Ints) -> tuple[list[bytes], list[bytes | None]]:
+    """`decode_blob` of the (verified) blobs `chunk[starts[i]:ends[i]]`."""
     n = len(starts)
     if n == 0:
         return [], []
     buf = np.frombuffer(chunk, np.uint8)
     sliceable = (ends - starts >= 6) & (buf[ends - 1] == _CLOSE)
-    sliceable &= (
-        buf[np.minimum(starts[:, None] + np.arange(5), len(chunk) - 1)] == _BLOB_OPEN
-    ).all(axis=1)
+    opening = buf[np.minimum(starts[:, None] + np.arange(5), len(chunk) - 1)]
+    sliceable &= (opening == _BLOB_OPEN).all(axis=1)
     # `decode_blob` slices only a blob with no `"m"` after its opening: find every `"m"`
     # in the chunk and send the frames holding one to the exact path.
     quote_m = np.flatnonzero((buf[:-2] == 34) & (buf[1:-1] == 109) & (buf[2:] == 34))
@@ -118,3 +138,69 @@ def run_payloads(
         for i in np.flatnonzero(~sliceable).tolist():
             data[i], meta[i] = decode_blob(chunk[a_list[i] : e_list[i]])
     return data, meta
+
+
+@dataclass(slots=True)
+class SegmentColumns:
+    """Every frame of a whole segment as columns (row `i` is seq `first_seq + i`)."""
+
+    seq: Ints
+    ts: npt.NDArray[np.uint64]
+    deleted: npt.NDArray[np.bool_]
+    node: list[str | None]
+    tag: list[str | None]
+    data: list[bytes]
+    meta: list[bytes | None]
+
+
+def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> SegmentColumns:
+    """A whole `.data` file's frames as columns, verified as `iter_frames` verifies them: the
+    index's entries must chain from offset 0 to the end of the file (so every byte of it is
+    in a verified frame), and each frame passes `verify_run`'s checks."""
+    n = len(offsets)
+    offsets = offsets.astype(np.int64, copy=False)
+    lengths = lengths.astype(np.int64, copy=False)
+    chained = n > 0 and offsets[0] == 0 and (offsets[1:] == offsets[:-1] + lengths[:-1]).all()
+    if not chained or int(offsets[-1] + lengths[-1]) != len(data):
+        list(iter_frames(data, first_seq))  # raises the precise error of the first bad frame
+        raise SegmentCorruption(
+            f"segment corruption: index of the segment from seq {first_seq} does not match "
+            f"its {len(data)}-byte data file"
+        )
+    hdr, starts, ends = verify_headers(data, first_seq, offsets, lengths)
+    flags = hdr["flags"]
+    if (flags & ~np.uint8(FLAG_TAG | FLAG_NODE)).any() or (
+        ((flags & FLAG_NODE) == 0) & (hdr["node_len"] != 0)
+    ).any() or (((flags & FLAG_TAG) == 0) & (hdr["tag_len"] != 0)).any():
+        list(iter_frames(data, first_seq))
+        raise SegmentCorruption(f"segment corruption: bad flags from seq {first_seq}")
+    buf = np.frombuffer(data, np.uint8)
+    node: list[str | None] = [None] * n
+    tag: list[str | None] = [None] * n
+    names_at = offsets + HEADER_SIZE
+    node_len = hdr["node_len"].astype(np.int64)
+    tag_len = hdr["tag_len"].astype(np.int64)
+    try:
+        for column, bit, lo, width in (
+            (node, FLAG_NODE, names_at, node_len),
+            (tag, FLAG_TAG, names_at + node_len, tag_len),
+        ):
+            rows = np.flatnonzero(flags & bit).tolist()
+            a_list, w_list = lo.tolist(), width.tolist()
+            for i in rows:
+                column[i] = data[a_list[i] : a_list[i] + w_list[i]].decode()
+    except UnicodeDecodeError:
+        list(iter_frames(data, first_seq))
+        raise SegmentCorruption(
+            f"segment corruption: node/tag not UTF-8 from seq {first_seq}"
+        ) from None
+    payload, meta = split_blobs(data, starts, ends)
+    return SegmentColumns(
+        np.arange(first_seq, first_seq + n, dtype=np.int64),
+        hdr["ts"].copy(),
+        buf[offsets + lengths - 1] == DEL_FLAG,
+        node,
+        tag,
+        payload,
+        meta,
+    )

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
@@ -40,16 +42,23 @@ from pyspark.sql.types import StructType
 
 from seglog.spark.errors import SeglogCorruptionError, SeglogDataLossError
 from seglog.spark.options import (
+    MAX_SEQ,
     FilesOptions,
     SeglogOptionError,
     parse_data_schema,
     parse_files_options,
 )
-from seglog.spark.schema import arrow_schema, build_batch, data_is_text, read_schema_ddl
+from seglog.spark.schema import (
+    arrow_schema,
+    build_batch,
+    data_is_text,
+    page_batch,
+    read_schema_ddl,
+)
 
 log = logging.getLogger("seglog.spark")
 
-ARROW_BATCH_ROWS = 10_000
+ARROW_BATCH_ROWS = 65_536
 Ranges = tuple[tuple[int, int], ...]
 
 
@@ -193,11 +202,11 @@ def _relocated(opts: FilesOptions, p: SegmentPartition) -> Any | None:
 def read_segment(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition
 ) -> Iterator[pa.RecordBatch]:
-    from seglog.core.payload_blob import decode_blob
+    """The partition's live records of one sealed segment, built column by column from
+    the segment's bytes (every frame verified, also those not returned)."""
     from seglog.core.segment_format import SegmentCorruption
-    from seglog.storage.segment import iter_segment
+    from seglog.storage.segment import read_segment_columns
 
-    out = _Batches(schema, p.topic, opts.include_meta)
     seg = p.segment
     if not Path(seg.data_path).exists():
         seg = _relocated(opts, p)
@@ -206,23 +215,42 @@ def read_segment(
                 f"seglog offline: segment {p.first_seq}..{p.last_seq} of topic {p.topic!r} vanished "
                 "after planning (dropped by retention); re-run the read"
             )
-    runs = iter(p.live)
-    lo, hi = next(runs, (0, -1))
     try:
-        for rec in iter_segment(seg):  # verifies every frame, also those not returned
-            seq = rec.seq
-            while seq > hi and hi >= 0:
-                lo, hi = next(runs, (0, -1))
-            if seq < lo or seq > hi or rec.deleted:
-                continue
-            data_json, meta_json = decode_blob(rec.blob)
-            if out.add(seq, rec.ts, rec.tag, rec.node, data_json, meta_json):
-                yield from out.flush()
+        cols = read_segment_columns(seg)
     except SegmentCorruption as e:
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    yield from out.flush()
+    keep = ~cols.deleted & in_ranges(cols.seq, p.live)
+    rows = np.flatnonzero(keep)
+    if not len(rows):
+        return
+    table = pa.table(
+        {
+            "seq": pa.array(cols.seq[rows]),
+            "ts": pa.array(cols.ts[rows].astype(np.int64)),
+            "node": pa.array(cols.node, pa.string()).take(rows),
+            "tag": pa.array(cols.tag, pa.string()).take(rows),
+            "data": pa.array(cols.data, pa.binary()).view(pa.string()).take(rows),
+            "meta": (
+                pa.array(cols.meta, pa.binary()).view(pa.string()).take(rows)
+                if opts.include_meta
+                else pa.nulls(len(rows), pa.string())
+            ),
+        }
+    )
+    for chunk in table.to_batches(max_chunksize=ARROW_BATCH_ROWS):
+        yield page_batch(schema, p.topic, pa.Table.from_batches([chunk]), MAX_SEQ)
+
+
+def in_ranges(seqs: npt.NDArray[np.int64], ranges: Ranges) -> npt.NDArray[np.bool_]:
+    """Which `seqs` fall in one of the inclusive, ascending `ranges`."""
+    if not ranges:
+        return np.zeros(len(seqs), np.bool_)
+    firsts = np.array([r[0] for r in ranges], np.int64)
+    lasts = np.array([r[1] for r in ranges], np.int64)
+    at = np.searchsorted(firsts, seqs, side="right") - 1
+    return (at >= 0) & (seqs <= lasts[np.maximum(at, 0)])
 
 
 def read_tail(opts: FilesOptions, schema: pa.Schema, p: TailPartition) -> Iterator[pa.RecordBatch]:

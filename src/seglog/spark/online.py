@@ -2,7 +2,7 @@
 
 Shared by the batch and the streaming reader: topic discovery, resolving start/end positions
 (timestamps by binary search over one-record diffs) and reading one planned `SeqRange` into
-Arrow batches. A range read stops at the planned end even if the head has moved on, so a
+Arrow batches through the columnar diff, without a Python object per record. A range read stops at the planned end even if the head has moved on, so a
 retried or replayed task returns the same rows. A tombstone inside the range is data loss.
 """
 
@@ -23,18 +23,26 @@ from seglog.spark.offsets import (
     resolve_end,
     resolve_start,
 )
-from seglog.spark.options import MAX_SEQ, ConnOptions, Position, PositionKind, Subscription
-from seglog.spark.schema import build_batch, data_is_text, json_text
+from seglog.spark.options import (
+    DIFF_PAGE_BYTES,
+    DIFF_PAGE_LIMIT,
+    MAX_SEQ,
+    ConnOptions,
+    Position,
+    PositionKind,
+    Subscription,
+)
+from seglog.spark.schema import page_batch
 
 log = logging.getLogger("seglog.spark")
-
-ARROW_BATCH_ROWS = 10_000
 
 
 class DiffClient(Protocol):
     """What a range read needs from `seglog.client.Client` (fakes implement it in tests)."""
 
     def diff(self, topic: str, from_seq: int = 0, **kwargs: Any) -> Any: ...
+
+    def diff_arrow(self, topic: str, from_seq: int = 0, **kwargs: Any) -> Any: ...
 
 
 class ClientLike(DiffClient, Protocol):
@@ -132,45 +140,6 @@ def report_loss(topic: str, gap_from: int, gap_to: int, reason: str, fail: bool)
     log.warning("%s (continuing: failOnDataLoss=false)", msg)
 
 
-class _Columns:
-    """Accumulates one topic's rows until they are flushed as an Arrow batch."""
-
-    def __init__(self, schema: pa.Schema, topic: str) -> None:
-        self.schema, self.topic = schema, topic
-        self.text = data_is_text(schema)
-        self.clear()
-
-    def clear(self) -> None:
-        self.seqs: list[int] = []
-        self.ts: list[int] = []
-        self.tags: list[str | None] = []
-        self.nodes: list[str | None] = []
-        self.data: list[Any] = []
-        self.metas: list[str | None] = []
-
-    def add(self, rec: Any) -> None:
-        self.seqs.append(int(rec.seq))
-        self.ts.append(int(rec.ts))
-        self.tags.append(rec.tag)
-        self.nodes.append(rec.node)
-        self.data.append(json_text(rec.data) if self.text else rec.data)
-        self.metas.append(None if rec.meta is None else json_text(rec.meta))
-
-    def flush(self) -> pa.RecordBatch:
-        b = build_batch(
-            self.schema,
-            self.topic,
-            self.seqs,
-            self.ts,
-            self.tags,
-            self.nodes,
-            self.data,
-            self.metas,
-        )
-        self.clear()
-        return b
-
-
 def read_range(
     client: DiffClient,
     rng: SeqRange,
@@ -178,17 +147,17 @@ def read_range(
     *,
     fail_on_data_loss: bool,
     include_meta: bool = True,
-    page_limit: int = 1000,
-    max_batch_bytes: int = 0,
+    page_limit: int = DIFF_PAGE_LIMIT,
+    max_batch_bytes: int = DIFF_PAGE_BYTES,
 ) -> Iterator[pa.RecordBatch]:
-    """Page `diff` from `rng.after` and yield the records with seq <= `rng.upto`."""
+    """Page the columnar diff (API §13.1) from `rng.after` and yield the records with
+    seq <= `rng.upto`, one Arrow batch per page, built column by column."""
     from seglog.client import TopicNotFound
 
-    cols = _Columns(schema, rng.topic)
     cursor = rng.after
     while cursor < rng.upto:
         try:
-            res = client.diff(
+            page = client.diff_arrow(
                 rng.topic,
                 cursor,
                 limit=min(page_limit, rng.upto - cursor),
@@ -199,29 +168,27 @@ def read_range(
         except TopicNotFound:
             report_loss(rng.topic, cursor + 1, rng.upto, "deleted", fail_on_data_loss)
             break
-        tomb = res.tombstone
+        fields = page.fields
+        tomb = fields.get("tombstone")
         if tomb is not None:
-            if tomb.reason == "recreated":
+            if tomb["reason"] == "recreated":
                 report_loss(rng.topic, cursor + 1, rng.upto, "recreated", fail_on_data_loss)
                 break
             report_loss(
                 rng.topic,
-                int(tomb.gap_from),
-                min(int(tomb.gap_to), rng.upto),
-                str(tomb.reason),
+                int(tomb["gap_from"]),
+                min(int(tomb["gap_to"]), rng.upto),
+                str(tomb["reason"]),
                 fail_on_data_loss,
             )
-        for r in res.records:
-            if r.seq > rng.upto:
-                break
-            cols.add(r)
-        nxt = int(res.next_from_seq)
-        if nxt <= cursor and not res.records:
-            if int(res.head_seq) < rng.upto:  # the head went backwards: the topic was recreated
+        rows = page.table
+        if len(rows):
+            batch = page_batch(schema, rng.topic, rows, rng.upto)
+            if batch.num_rows:
+                yield batch
+        nxt = int(fields["next_from_seq"])
+        if nxt <= cursor and not len(rows):
+            if int(fields["head_seq"]) < rng.upto:  # the head went backwards: recreated
                 report_loss(rng.topic, cursor + 1, rng.upto, "recreated", fail_on_data_loss)
             break
         cursor = nxt
-        if len(cols.seqs) >= ARROW_BATCH_ROWS:
-            yield cols.flush()
-    if cols.seqs:
-        yield cols.flush()

@@ -29,7 +29,10 @@ from seglog.core.names import valid_topic_name
 MAX_SEQ = 2**63 - 1  # Spark's LongType; a larger u64 seq is refused, never wrapped
 EARLIEST_SENTINEL = -2
 LATEST_SENTINEL = -1
-DIFF_PAGE_LIMIT = 1000  # API §4: diff `limit` clamps to 1000
+# The columnar diff's page bounds (API §13.1; the JSON diff's are 1,000 and 8 MiB).
+DIFF_PAGE_LIMIT = 65_536
+DIFF_PAGE_BYTES = 32 * 1024 * 1024
+MAX_DIFF_PAGE_BYTES = 64 * 1024 * 1024
 MAX_RECORDS_PER_APPEND = 10000  # API §3
 
 
@@ -110,7 +113,7 @@ class ReadOptions:
     data_schema: str | None = None
     include_meta: bool = True
     page_limit: int = DIFF_PAGE_LIMIT
-    max_batch_bytes: int = 8 * 1024 * 1024
+    max_batch_bytes: int = DIFF_PAGE_BYTES
     min_poll_interval_ms: int = 250
 
 
@@ -348,9 +351,9 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
         max_batch_bytes=parse_int(
             "maxBatchBytes",
             _get(opts, "maxBatchBytes"),
-            8 * 1024 * 1024,
+            DIFF_PAGE_BYTES,
             minimum=1,
-            maximum=8 * 1024 * 1024,
+            maximum=MAX_DIFF_PAGE_BYTES,
         ),
         min_poll_interval_ms=parse_int(
             "minPollIntervalMs", _get(opts, "minPollIntervalMs"), 250, minimum=0

@@ -19,6 +19,7 @@ import decimal
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import orjson
 import pyarrow as pa
 
@@ -89,6 +90,68 @@ def build_batch(
         pa.array(metas, type=schema.field("meta").type),
     ]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def page_batch(schema: pa.Schema, topic: str, page: pa.Table, upto: int) -> pa.RecordBatch:
+    """One Arrow batch in `schema` from a columnar diff page (API §13.1 columns), cut at
+    seq `upto`, column by column: no Python object per record."""
+    import pyarrow.compute as pc
+
+    seqs = page.column("seq")
+    n = len(page)
+    if n and seqs[n - 1].as_py() > upto:
+        n = int(np.searchsorted(seqs.to_numpy(), upto, side="right"))
+        page = page.slice(0, n)
+    names = set(page.column_names)
+
+    def text(name: str) -> pa.Array:
+        if name not in names:
+            return pa.nulls(n, pa.string())
+        return page.column(name).combine_chunks()
+
+    ts_ms = page.column("ts").combine_chunks()
+    cols = [
+        pa.repeat(pa.scalar(topic, schema.field("topic").type), n),
+        page.column("seq").combine_chunks().cast(schema.field("seq").type),
+        pc.multiply(ts_ms, 1000).cast(schema.field("ts").type),
+        text("tag"),
+        text("node"),
+        _data_column(text("data"), schema.field("data").type),
+        text("meta"),
+    ]
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _data_column(texts: pa.Array, typ: pa.DataType) -> pa.Array:
+    """The `data` column: the JSON texts as they are, or parsed into `typ` by Arrow's JSON
+    reader; a page it cannot parse as a whole (a record that does not fit) is parsed record
+    by record, with nulls where a record does not fit (Spark's PERMISSIVE `from_json`)."""
+    if pa.types.is_string(typ):
+        return texts
+    if pa.types.is_struct(typ) and len(texts) and texts.null_count == 0:
+        import pyarrow.compute as pc
+        import pyarrow.json as pajson
+
+        lines = pc.binary_join_element_wise(texts, pa.scalar(""), "\n")
+        _, offsets_buf, values = lines.buffers()
+        offsets = np.frombuffer(offsets_buf, np.int32)[lines.offset : lines.offset + len(lines) + 1]
+        body = values[int(offsets[0]) : int(offsets[-1])]
+        try:
+            table = pajson.read_json(
+                pa.BufferReader(body),
+                parse_options=pajson.ParseOptions(
+                    explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore"
+                ),
+            )
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+        else:
+            if len(table) == len(texts):
+                parsed = table.select([f.name for f in typ]).combine_chunks()
+                return pa.StructArray.from_arrays(
+                    [parsed.column(i).combine_chunks() for i in range(len(typ))], fields=list(typ)
+                )
+    return _data_array([None if t is None else orjson.loads(t) for t in texts.to_pylist()], typ)
 
 
 def json_text(value: Any) -> str:
