@@ -1,15 +1,24 @@
-"""Benchmark: records/s of the Spark connector vs the plain client, on one machine.
+"""Benchmark: records/s of the Spark connector against ceilings measured in the same run.
 
-    python benchmarks/bench_spark.py --records 1000000 --master 'local[2]'
+    python benchmarks/bench_spark.py --records 10000000 --master 'local[2]'
 
-Starts its own server on a temp data dir, loads N records into one topic, then measures:
-1. client  — `seglog.client` paging `diff` over the whole topic in this one process;
-2. online  — `spark.read.format("seglog")` of the whole topic into the `noop` sink;
-3. stream  — `readStream.format("seglog")` (availableNow) → `writeStream.format("seglog")`
-             into a second topic: read, Arrow, sink chunks with idempotency keys, appends;
-4. files-1p — `seglog.storage.segment.iter_segment` over every sealed segment, one process;
-5. offline — after a clean server stop, `spark.read.format("seglog").option("path", dir)`.
-The first Spark query of a session pays 5-7 s of worker start-up, so a warm-up query runs first.
+Starts its own server on a temp data dir and loads N records of ~100 B (a ~60-byte JSON
+`data` and a tag) into one `disk` topic, then measures, in this order:
+
+- `read_arrow` — `Client.read_arrow()` of the whole topic in this one process;
+- `online` — `spark.read.format("seglog")` of the topic into the `noop` sink (Arrow IPC diff);
+- `stream` — `readStream` (availableNow) → `writeStream.format("seglog")` into a second
+  `disk` topic: read, Arrow, chunked keyed appends;
+- `sink` — `spark.read.parquet(...)` of the same rows → `write.format("seglog")` into a
+  third `disk` topic;
+- after a clean stop (SIGTERM) of the server: `offline` — `spark.read.format("seglog")
+  .option("path", dir)` into `noop`;
+- the ceilings: `py-ceiling` — a trivial Python data source that yields ready Arrow
+  batches of the same rows (4 columns) into `noop`; `parquet` — Spark's Parquet reader
+  on the same rows into `noop`.
+
+Ratios are against `py-ceiling`. The first Spark query of a session pays several seconds
+of worker start-up, so a small warm-up query runs first.
 """
 
 from __future__ import annotations
@@ -22,8 +31,56 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+
+def data_text(i: int) -> str:
+    return f'{{"i":{i},"user":"u{i % 1000:04d}","page":"/p/{i % 50:02d}","ok":true}}'
+
+
+class CeilingSource(DataSource):  # type: ignore[misc]
+    """Yields pre-built Arrow batches: what a Python data source costs with no work."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "bench_ceiling"
+
+    def schema(self) -> str:
+        return "topic string, seq bigint, ts timestamp, data string"
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return CeilingReader(int(self.options["rows"]), int(self.options["parts"]))
+
+
+class CeilingReader(DataSourceReader):  # type: ignore[misc]
+    BATCH = 65_536
+
+    def __init__(self, rows: int, parts: int) -> None:
+        self.rows, self.parts = rows, parts
+
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(self.parts)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        n = self.rows // self.parts + (partition.value < self.rows % self.parts)
+        k = min(self.BATCH, n)
+        batch = pa.record_batch(
+            [
+                pa.array(["bench"] * k),
+                pa.array(range(k), pa.int64()),
+                pa.array([1_700_000_000_000_000 + i for i in range(k)], pa.timestamp("us", "UTC")),
+                pa.array([data_text(i) for i in range(k)]),
+            ],
+            names=["topic", "seq", "ts", "data"],
+        )
+        while n > 0:
+            yield batch if n >= k else batch.slice(0, n)
+            n -= k
 
 
 def start_server(base: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -62,107 +119,110 @@ def start_server(base: Path) -> tuple[subprocess.Popen[bytes], str]:
 def load(url: str, topic: str, n: int) -> None:
     from seglog.client import Client
 
-    c = Client(url, timeout=120)
-    batch = 10_000
-    for lo in range(0, n, batch):
-        recs = [
-            {"data": {"i": i, "user": f"u{i % 1000}", "page": f"/p/{i % 50}"}, "tag": f"t{i % 10}"}
-            for i in range(lo, min(n, lo + batch))
-        ]
-        c.append(topic, recs, return_seqs=False)
+    with Client(url, timeout=120) as c:
+        c.put_topic(topic, {"durability": "disk"})
+        batch = 10_000
+        for lo in range(0, n, batch):
+            rows = [
+                b'{"data":%s,"tag":"t%d"}' % (data_text(i).encode(), i % 10)
+                for i in range(lo, min(n, lo + batch))
+            ]
+            c.append_encoded(topic, b"[" + b",".join(rows) + b"]", return_seqs=False)
 
 
-def timed(label: str, n: int, fn: Any) -> tuple[str, int, float]:
+def write_parquet(path: Path, n: int, files: int) -> None:
+    import pyarrow.parquet as pq
+
+    path.mkdir(parents=True)
+    per = -(-n // files)
+    for f in range(files):
+        lo, hi = f * per, min(n, (f + 1) * per)
+        table = pa.table(
+            {
+                "topic": pa.array(["bench"] * (hi - lo)),
+                "seq": pa.array(range(lo + 1, hi + 1), pa.int64()),
+                "ts": pa.array(
+                    [1_700_000_000_000_000 + i for i in range(lo, hi)], pa.timestamp("us", "UTC")
+                ),
+                "data": pa.array([data_text(i) for i in range(lo, hi)]),
+                "tag": pa.array([f"t{i % 10}" for i in range(lo, hi)]),
+            }
+        )
+        pq.write_table(table, path / f"part-{f:04d}.parquet")
+
+
+def timed(label: str, n: int, fn: Any, results: list[tuple[str, int, float]]) -> None:
     t0 = time.perf_counter()
     got = fn()
     dt = time.perf_counter() - t0
     if got is not None and got != n:
-        print(f"warning: {label} saw {got} records, expected {n}", file=sys.stderr)
-    print(f"{label:10s} {n:>10,d} records {dt:8.2f} s {n / dt:>12,.0f} rec/s", flush=True)
-    return label, n, dt
+        print(f"warning: {label} saw {got:,d} records, expected {n:,d}", file=sys.stderr)
+    print(f"{label:12s} {n:>11,d} records {dt:8.2f} s {n / dt:>12,.0f} rec/s", flush=True)
+    results.append((label, n, dt))
 
 
-def client_read(url: str, topic: str) -> int:
+def topic_count(url: str, topic: str) -> int:
     from seglog.client import Client
 
-    c = Client(url, timeout=120)
-    cursor, count = 0, 0
-    while True:
-        res = c.diff(topic, cursor, limit=1000, include_tags=True, max_batch_bytes=8 * 1024 * 1024)
-        count += len(res.records)
-        if res.caught_up:
-            return count
-        cursor = res.next_from_seq
-
-
-def files_read(data_dir: Path) -> int:
-    from seglog.core.payload_blob import decode_blob
-    from seglog.storage.fs import RealFs
-    from seglog.storage.segment import iter_segment, list_topic_segments
-    from seglog.storage.snapshot import load_latest_snapshot
-
-    body = load_latest_snapshot(RealFs(), data_dir / "meta")
-    assert body is not None
-    count = 0
-    for t in body["topics"]:
-        if t["name"] != "bench":
-            continue
-        for seg in list_topic_segments(data_dir, int(t["topic_id"])):
-            for rec in iter_segment(seg):
-                if not rec.deleted:
-                    decode_blob(rec.blob)
-                    count += 1
-    return count
+    with Client(url) as c:
+        return int(c.get_topic(topic).count)
 
 
 def main() -> int:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--records", type=int, default=1_000_000)
+    p.add_argument("--records", type=int, default=10_000_000)
     p.add_argument("--master", default="local[2]")
-    p.add_argument("--partition-records", type=int, default=100_000)
+    p.add_argument("--partition-records", type=int, default=500_000)
     a = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
+    from seglog.client import Client
+
     base = Path(tempfile.mkdtemp(prefix="seglog-bench-"))
     proc, url = start_server(base)
     n = a.records
-    results = []
+    parts = max(2, -(-n // a.partition_records))
+    results: list[tuple[str, int, float]] = []
     try:
         t0 = time.perf_counter()
         load(url, "bench", n)
-        print(f"loaded {n:,d} records in {time.perf_counter() - t0:.1f} s", flush=True)
+        dt = time.perf_counter() - t0
+        print(f"loaded {n:,d} records in {dt:.1f} s ({n / dt:,.0f} rec/s)", flush=True)
+        write_parquet(base / "parquet", n, parts)
         spark = (
             SparkSession.builder.master(a.master)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.driver.host", "127.0.0.1")
+            .config("spark.driver.memory", "4g")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
+        spark.dataSource.register(CeilingSource)
+        seglog_read = spark.read.format("seglog").option("url", url).option("topics", "bench")
+        seglog_read.option("endingSeqs", '{"bench": 1000}').load().count()  # warm-up
 
-        def online() -> Any:
+        with Client(url, timeout=300) as c:
+            timed("read_arrow", n, lambda: c.read_arrow("bench").num_rows, results)
+
+        def online() -> None:
             (
-                spark.read.format("seglog")
-                .option("url", url)
-                .option("topics", "bench")
-                .option("maxRecordsPerPartition", a.partition_records)
+                seglog_read.option("maxRecordsPerPartition", a.partition_records)
                 .load()
                 .write.format("noop")
                 .mode("overwrite")
                 .save()
             )
 
-        spark.read.format("seglog").option("url", url).option("topics", "bench").option(
-            "endingSeqs", '{"bench": 1000}'
-        ).load().count()
-        results.append(timed("client", n, lambda: client_read(url, "bench")))
-        results.append(timed("online", n, online))
+        timed("online", n, online, results)
 
-        def stream() -> Any:
+        def stream() -> int:
+            with Client(url) as c:
+                c.put_topic("bench.copy", {"durability": "disk"})
             q = (
                 spark.readStream.format("seglog")
                 .option("url", url)
@@ -174,20 +234,35 @@ def main() -> int:
                 .writeStream.format("seglog")
                 .option("url", url)
                 .option("topic", "bench.copy")
-                .option("writeBatchSize", 5000)
                 .option("checkpointLocation", str(base / "ckpt"))
                 .trigger(availableNow=True)
                 .start()
             )
             q.awaitTermination()
+            return topic_count(url, "bench.copy")
 
-        results.append(timed("stream", n, stream))
+        timed("stream", n, stream, results)
+
+        def sink() -> int:
+            with Client(url) as c:
+                c.put_topic("bench.sink", {"durability": "disk"})
+            (
+                spark.read.parquet(str(base / "parquet"))
+                .select("data", "tag")
+                .write.format("seglog")
+                .option("url", url)
+                .option("topic", "bench.sink")
+                .mode("append")
+                .save()
+            )
+            return topic_count(url, "bench.sink")
+
+        timed("sink", n, sink, results)
         proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
+        proc.wait(timeout=300)
         data_dir = base / "data"
-        results.append(timed("files-1p", n, lambda: files_read(data_dir)))
 
-        def offline() -> Any:
+        def offline() -> None:
             (
                 spark.read.format("seglog")
                 .option("path", str(data_dir))
@@ -198,15 +273,37 @@ def main() -> int:
                 .save()
             )
 
-        results.append(timed("offline", n, offline))
+        timed("offline", n, offline, results)
+
+        def ceiling() -> None:
+            (
+                spark.read.format("bench_ceiling")
+                .option("rows", n)
+                .option("parts", parts)
+                .load()
+                .write.format("noop")
+                .mode("overwrite")
+                .save()
+            )
+
+        timed("py-ceiling", n, ceiling, results)
+
+        def parquet() -> None:
+            spark.read.parquet(str(base / "parquet")).write.format("noop").mode("overwrite").save()
+
+        timed("parquet", n, parquet, results)
         spark.stop()
     finally:
         if proc.poll() is None:
             proc.kill()
         shutil.rmtree(base, ignore_errors=True)
-    print("\n| path | records | seconds | records/s |\n| --- | ---: | ---: | ---: |")
+    ceiling_s = next(dt for label, _, dt in results if label == "py-ceiling")
+    print(f"\n{n:,d} records, master {a.master}, {parts} partitions / parquet files")
+    print(
+        "| path | records | seconds | records/s | × py-ceiling |\n| --- | ---: | ---: | ---: | ---: |"
+    )
     for label, cnt, dt in results:
-        print(f"| {label} | {cnt:,d} | {dt:.2f} | {cnt / dt:,.0f} |")
+        print(f"| {label} | {cnt:,d} | {dt:.2f} | {cnt / dt:,.0f} | {ceiling_s / dt:.2f} |")
     return 0
 
 

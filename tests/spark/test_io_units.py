@@ -118,6 +118,9 @@ class FakeClient:
         }
         return ArrowPage(table, fields)
 
+    def append_encoded(self, topic: str, records_json: bytes, **kwargs: Any) -> Appended:
+        return self.append(topic, orjson.loads(records_json), **kwargs)
+
     def append(
         self, topic: str, records: list[Any], *, idempotency_key: str | None = None, **_: Any
     ) -> Appended:

@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pyspark.sql.types import (
     LongType,
@@ -50,7 +50,6 @@ from seglog.spark.schema import (
     build_batch,
     validate_sink_columns,
 )
-from seglog.spark.sink import chunk_records, record_size
 from seglog.spark.stream import plan_latest
 
 URL = {"url": "http://127.0.0.1:1"}
@@ -335,23 +334,6 @@ def test_batch_records_parses_json_and_maps() -> None:
         )
     )
     assert text == [("d", {"data": "nope"})]
-
-
-pairs_st = st.lists(st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 300)), max_size=60)
-
-
-@settings(max_examples=200)
-@given(pairs_st, st.integers(1, 7), st.integers(50, 400))
-def test_chunks_preserve_order_and_bounds(
-    pairs: list[tuple[str, int]], max_n: int, max_bytes: int
-) -> None:
-    recs = [(t, {"data": "x" * n}) for t, n in pairs]
-    chunks = list(chunk_records(recs, max_n, max_bytes, record_size))
-    assert [(t, r) for t, c in chunks for r in c] == recs
-    for _, c in chunks:
-        assert 1 <= len(c) <= max_n
-        assert len(c) == 1 or sum(record_size(r) for r in c) <= max_bytes
-    assert chunks == list(chunk_records(recs, max_n, max_bytes, record_size))
 
 
 def test_pushdown_absorbs_seq_and_topic_filters() -> None:

@@ -283,19 +283,49 @@ def append(
     config: Mapping[str, Any] | None,
     return_seqs: bool,
 ) -> Call[Appended]:
-    body: dict[str, Any] = {"records": [dict(r) for r in records]}
+    return append_encoded(
+        topic,
+        orjson.dumps([dict(r) for r in records]),
+        node=node,
+        idempotency_key=idempotency_key,
+        create=create,
+        config=config,
+        return_seqs=return_seqs,
+    )
+
+
+def append_encoded(
+    topic: str,
+    records_json: bytes,
+    *,
+    node: str | None,
+    idempotency_key: str | None,
+    create: bool | None,
+    config: Mapping[str, Any] | None,
+    return_seqs: bool,
+) -> Call[Appended]:
+    """`append` of records already encoded as one JSON array (API §3 record objects)."""
+    rest: dict[str, Any] = {}
     if node is not None:
-        body["node"] = node
+        rest["node"] = node
     if idempotency_key is not None:
-        body["idempotency_key"] = idempotency_key
+        rest["idempotency_key"] = idempotency_key
     if create is not None:
-        body["create"] = create
+        rest["create"] = create
     if config is not None:
-        body["config"] = dict(config)
+        rest["config"] = dict(config)
+    tail = b"," + orjson.dumps(rest)[1:] if rest else b"}"
     params: dict[str, str | int] = {} if return_seqs else {"return_seqs": "false"}
     # Only a keyed append is safe to resend after a broken connection: a keyless one may
     # already be committed, and resending it would append the records twice.
-    spec = _post(topic_path(topic), body, params=params, idempotent=idempotency_key is not None)
+    spec = RequestSpec(
+        "POST",
+        topic_path(topic),
+        body=b'{"records":' + records_json + tail,
+        headers={"Content-Type": JSON},
+        params=params,
+        idempotent=idempotency_key is not None,
+    )
     return Call(spec, _parser(Appended.from_json))
 
 

@@ -190,6 +190,31 @@ class AsyncClient(BaseClient):
             )
         )
 
+    async def append_encoded(
+        self,
+        topic: str,
+        records_json: bytes,
+        *,
+        node: str | None = None,
+        idempotency_key: str | None = None,
+        create: bool | None = None,
+        config: Mapping[str, Any] | None = None,
+        return_seqs: bool = True,
+    ) -> Appended:
+        """`append` of records that are already one JSON array of API §3 record objects
+        (e.g. built column by column from Arrow); the server validates them as usual."""
+        return await self._call(
+            _base.append_encoded(
+                topic,
+                records_json,
+                node=node,
+                idempotency_key=idempotency_key,
+                create=create,
+                config=config,
+                return_seqs=return_seqs,
+            )
+        )
+
     async def append_one(
         self,
         topic: str,

@@ -17,11 +17,10 @@ survive a server restart).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import pyarrow as pa
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
@@ -31,7 +30,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from seglog.spark.options import DataFormat, SeglogOptionError, WriteOptions
-from seglog.spark.schema import batch_records, validate_sink_columns
+from seglog.spark.schema import validate_sink_columns
+from seglog.spark.sink_rows import Chunk, ChunkCutter, encode_batch
 
 log = logging.getLogger("seglog.spark")
 
@@ -42,39 +42,6 @@ def check_sink(schema: StructType, opts: WriteOptions, overwrite: bool) -> None:
             "mode: seglog topics are append-only; use mode('append') (overwrite is not supported)"
         )
     validate_sink_columns(schema.fieldNames(), opts.topic)
-
-
-Chunk = tuple[str, list[dict[str, Any]]]
-
-
-def chunk_records(
-    pairs: Iterable[tuple[str, dict[str, Any]]],
-    max_records: int,
-    max_bytes: int,
-    size_of: Callable[[dict[str, Any]], int],
-) -> Iterator[Chunk]:
-    """Cut (topic, record) pairs, in order, into single-topic chunks of at most `max_records`
-    records and `max_bytes` bytes (a record bigger than `max_bytes` travels alone). The cut
-    depends only on the input sequence, so a retry cuts the same chunks."""
-    topic: str | None = None
-    chunk: list[dict[str, Any]] = []
-    size = 0
-    for t, rec in pairs:
-        n = size_of(rec)
-        if chunk and (t != topic or len(chunk) >= max_records or size + n > max_bytes):
-            assert topic is not None
-            yield topic, chunk
-            chunk, size = [], 0
-        topic = t
-        chunk.append(rec)
-        size += n
-    if chunk:
-        assert topic is not None
-        yield topic, chunk
-
-
-def record_size(rec: dict[str, Any]) -> int:
-    return len(orjson.dumps(rec)) + 1
 
 
 @dataclass
@@ -98,27 +65,27 @@ def write_partition(
     """Append every row of one task; chunk `n` carries key `{key_prefix}:{n}`."""
     result = WriteResult(partition_id=partition_id, attempt=attempt)
     parse = opts.data_format is DataFormat.JSON
+    cutter = ChunkCutter(opts.write_batch_size, opts.write_max_bytes)
 
-    def pairs() -> Iterator[tuple[str, dict[str, Any]]]:
+    def chunks() -> Iterator[Chunk]:
         for b in batches:
-            yield from batch_records(b, parse_data=parse, topic_option=opts.topic)
+            yield from cutter.feed(encode_batch(b, parse, opts.topic))
+        yield from cutter.finish()
 
-    for n, (topic, chunk) in enumerate(
-        chunk_records(pairs(), opts.write_batch_size, opts.write_max_bytes, record_size)
-    ):
-        res = client.append(
-            topic,
-            chunk,
+    for n, chunk in enumerate(chunks()):
+        res = client.append_encoded(
+            chunk.topic,
+            chunk.records_json,
             node=opts.node,
             idempotency_key=f"{key_prefix}:{n}",
             create=opts.create,
             return_seqs=False,
         )
         result.chunks += 1
-        result.records += len(chunk)
+        result.records += chunk.count
         if res.deduped:
             result.deduped_chunks += 1
-        result.ranges.append((topic, int(res.first_seq), int(res.last_seq)))
+        result.ranges.append((chunk.topic, int(res.first_seq), int(res.last_seq)))
     return result
 
 
