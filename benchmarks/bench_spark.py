@@ -203,15 +203,19 @@ def main() -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(CeilingSource)
-        seglog_read = spark.read.format("seglog").option("url", url).option("topics", "bench")
-        seglog_read.option("endingSeqs", '{"bench": 1000}').load().count()  # warm-up
+
+        def seglog_read() -> Any:  # a fresh reader each time: `.option` mutates it
+            return spark.read.format("seglog").option("url", url).option("topics", "bench")
+
+        seglog_read().option("endingSeqs", '{"bench": 1000}').load().count()  # warm-up
 
         with Client(url, timeout=300) as c:
             timed("read_arrow", n, lambda: c.read_arrow("bench").num_rows, results)
 
         def online() -> None:
             (
-                seglog_read.option("maxRecordsPerPartition", a.partition_records)
+                seglog_read()
+                .option("maxRecordsPerPartition", a.partition_records)
                 .load()
                 .write.format("noop")
                 .mode("overwrite")

@@ -117,6 +117,24 @@ def test_batch_read_equals_http_api(spark: Any, server: ServerProc) -> None:
     assert tail.rdd.getNumPartitions() == 1
     assert [r.seq for r in tail.select("seq").collect()] == list(range(2401, 2501))
 
+    # ts bounds become seq bounds by binary search (ts never decreases with seq)
+    append(c, "br.ts", make_records(300))
+    first_ts = http_rows(c, "br.ts")[0][2]
+    while http_rows(c, "br.ts")[-1][2] == first_ts:  # until the server's clock moved on
+        append(c, "br.ts", make_records(1, offset=500))
+    append(c, "br.ts", make_records(300, offset=1000))
+    rows = http_rows(c, "br.ts")
+    later = [r for r in rows if r[2] > first_ts]
+    whole = seglog_read(spark, server.url, topics="br.ts", maxRecordsPerPartition=100)
+    recent = whole.where(f"ts > timestamp_millis({first_ts})")
+    assert recent.rdd.getNumPartitions() == -(-(len(rows) - 300) // 100)  # seqs 301.. only
+    assert [r.seq for r in recent.select("seq").collect()] == [r[1] for r in later]
+    window = whole.where(
+        f"ts >= timestamp_millis({first_ts}) AND ts <= timestamp_millis({first_ts})"
+    )
+    assert window.rdd.getNumPartitions() == 3  # seqs 1..300 only
+    assert window.count() == 300
+
 
 def _run_available_now(
     spark: Any, url: str, topic: str, ckpt: Path, sink: Callable[[Any, int], None], **opts: Any

@@ -1,4 +1,5 @@
-"""Filter pushdown for batch reads: `seq` comparisons and `topic` equality narrow the plan.
+"""Filter pushdown for batch reads: `seq` and `ts` comparisons and `topic` equality narrow
+the plan.
 
 Spark refuses a reader that implements `pushFilters` unless
 `spark.sql.python.filterPushdown.enabled` is true (it defaults to false, and the query then
@@ -6,12 +7,16 @@ fails), so the statically registered `seglog` format has no pushdown; `register(
 the setting on and replaces it with `SeglogPushdownDataSource` under the same name.
 
 Seq bounds and topic sets are applied exactly by the range planner, so those filters are
-consumed; every other filter is handed back for Spark to evaluate.
+consumed. A `ts` bound becomes a seq bound per topic by binary search (`ts` never decreases
+with seq, SEMANTICS §2), so the read skips what the bound excludes; the filter is still
+handed back for Spark to evaluate on the rows (it costs little and keeps the result exact
+whatever the timestamp's precision). Every other filter is handed back too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import datetime as dt
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -28,34 +33,74 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from seglog.spark.offsets import SeqRange, split_ranges
-from seglog.spark.online import close_client, open_client
+from seglog.spark.offsets import Probe, SeqRange, first_seq_at_or_after, split_ranges
+from seglog.spark.online import close_client, make_probe, open_client
 from seglog.spark.options import MAX_SEQ, ReadOptions, is_offline, parse_read_options
 from seglog.spark.partitions import to_partitions
 from seglog.spark.schema import arrow_schema
 from seglog.spark.source import SeglogBatchReader, SeglogDataSource, plan_batch
 
+ProbeFor = Callable[[str], Probe]
+
 
 @dataclass(frozen=True, slots=True)
 class Pushed:
-    """What the pushed filters allow: seqs in [lo, hi]; topics in `topics` (None = any)."""
+    """What the pushed filters allow: seqs in [lo, hi]; topics in `topics` (None = any);
+    record `ts` (ms) in [ts_lo, ts_hi] (None = unbounded)."""
 
     lo: int = 1
     hi: int = MAX_SEQ
     topics: frozenset[str] | None = None
+    ts_lo: int | None = None
+    ts_hi: int | None = None
+
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualTo)
 
 
 def _int(v: object) -> int | None:
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
+def _micros(v: object) -> int | None:
+    """Microseconds since the epoch of a timezone-aware datetime (Spark hands `timestamp`
+    filter values over as such); a naive one is not pushed (its zone is unknown)."""
+    if isinstance(v, dt.datetime) and v.tzinfo is not None:
+        return (v - _EPOCH) // dt.timedelta(microseconds=1)
+    return None
+
+
+def _ts_bounds(f: Filter, lo: int | None, hi: int | None) -> tuple[int | None, int | None]:
+    """Narrow the inclusive ms bounds [lo, hi] of `ts` by one comparison. A record's ts is
+    whole ms, so `ts_ms * 1000 >= L` iff `ts_ms >= ceil(L / 1000)`, and `<= U` iff
+    `ts_ms <= floor(U / 1000)`."""
+    us = _micros(getattr(f, "value", None))
+    if us is None:
+        return lo, hi
+    low = {GreaterThan: us + 1, GreaterThanOrEqual: us, EqualTo: us}.get(type(f))
+    high = {LessThan: us - 1, LessThanOrEqual: us, EqualTo: us}.get(type(f))
+    if low is not None:
+        ms = -(-low // 1000)
+        lo = ms if lo is None else max(lo, ms)
+    if high is not None:
+        ms = high // 1000
+        hi = ms if hi is None else min(hi, ms)
+    return lo, hi
+
+
 def absorb(filters: Iterable[Filter]) -> tuple[Pushed, list[Filter]]:
     """Fold the filters the planner can apply exactly into `Pushed`; return the rest."""
     lo, hi, topics = 1, MAX_SEQ, None
+    ts_lo: int | None = None
+    ts_hi: int | None = None
     rest: list[Filter] = []
     for f in filters:
         attr = getattr(f, "attribute", None)
-        if attr == ("seq",) and isinstance(
+        if attr == ("ts",) and isinstance(f, _COMPARISONS):
+            ts_lo, ts_hi = _ts_bounds(f, ts_lo, ts_hi)
+            rest.append(f)
+        elif attr == ("seq",) and isinstance(
             f, GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual | EqualTo
         ):
             v = _int(f.value)
@@ -77,7 +122,25 @@ def absorb(filters: Iterable[Filter]) -> tuple[Pushed, list[Filter]]:
             topics = names if topics is None else topics & names
         else:
             rest.append(f)
-    return Pushed(lo, hi, topics), rest
+    return Pushed(lo, hi, topics, ts_lo, ts_hi), rest
+
+
+def narrow_ts(ranges: Sequence[SeqRange], pushed: Pushed, probe_for: ProbeFor) -> list[SeqRange]:
+    """Cut each range to the seqs whose `ts` can be in [ts_lo, ts_hi]: binary searches with
+    one-record reads (`probe_for(topic)`), O(log n) each."""
+    if pushed.ts_lo is None and pushed.ts_hi is None:
+        return list(ranges)
+    out: list[SeqRange] = []
+    for r in ranges:
+        probe = probe_for(r.topic)
+        after, upto = r.after, r.upto
+        if pushed.ts_lo is not None:
+            after = first_seq_at_or_after(pushed.ts_lo, after + 1, upto, probe) - 1
+        if pushed.ts_hi is not None and upto > after:
+            upto = first_seq_at_or_after(pushed.ts_hi + 1, after + 1, upto, probe) - 1
+        if upto > after:
+            out.append(SeqRange(r.topic, after, upto))
+    return out
 
 
 def narrow(ranges: Sequence[SeqRange], pushed: Pushed) -> list[SeqRange]:
@@ -105,9 +168,11 @@ class SeglogPushdownReader(SeglogBatchReader):
         client = open_client(self.opts.conn)
         try:
             whole = plan_batch(self.opts, client, split=False)
+            ranges = narrow_ts(
+                narrow(whole, self.pushed), self.pushed, lambda t: make_probe(client, t)
+            )
         finally:
             close_client(client)
-        ranges = narrow(whole, self.pushed)
         return to_partitions(
             split_ranges(ranges, self.opts.max_records_per_partition, self.opts.min_partitions)
         )
