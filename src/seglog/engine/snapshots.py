@@ -8,9 +8,11 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
@@ -22,9 +24,12 @@ from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
 from seglog.storage.segment import PinnedSegment, SegmentStore
-from seglog.storage.snapshot import SnapshotMark, write_snapshot
+from seglog.storage.snapshot import SnapshotMark, SnapshotRecord, write_snapshot
 from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import WalError
+
+# What a JSON string must escape (orjson escapes exactly these).
+_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
 
 
 def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) -> None:
@@ -43,7 +48,64 @@ def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) ->
 
 
 def records_json(rows: Rows) -> bytes:
-    """The §5.2 `records` array of the live rows."""
+    """The §5.2 `records` array of the live rows, built column by column with Arrow's
+    string kernels (a snapshot renders every live record, so this is its cost); rows with
+    a node or tag that needs JSON escaping take the per-record path for the whole array.
+    Byte for byte what `records_json_per_record` renders."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    live = np.flatnonzero(np.frombuffer(bytes(rows.dead), np.uint8) == 0)
+    if not len(live):
+        return b"[]"
+    # large_* types: int64 offsets, so a topic's records may render to more than 2 GiB.
+    take = pa.array(live)
+    data = pa.array(rows.data, pa.large_binary()).take(take)
+    if data.null_count:  # load_payloads fills every live payload
+        first = int(live[np.flatnonzero(data.is_null().to_numpy(zero_copy_only=False))[0]])
+        raise RuntimeError(f"snapshot capture lost the payload of seq {rows.first_seq + first}")
+    labels = [pa.array(col, pa.large_string()).take(take) for col in (rows.node, rows.tag)]
+    if any(
+        c.null_count < len(c) and pc.any(pc.match_substring_regex(c, _NEEDS_ESCAPE)).as_py()
+        for c in labels
+    ):
+        return records_json_per_record(rows)
+    meta = pa.array(rows.meta, pa.large_binary()).take(take).view(pa.large_string())
+
+    def number(values: Any) -> Any:
+        return pa.array(values, pa.int64()).cast(pa.large_string())
+
+    def lit(text: str) -> Any:
+        return pa.scalar(text, pa.large_string())
+
+    def optional(prefix: str, col: Any, suffix: str) -> Any:
+        joined = pc.binary_join_element_wise(lit(prefix), col, lit(suffix), lit(""))
+        return pc.fill_null(joined, lit(""))
+
+    text = pc.binary_join_element_wise(
+        lit('{"seq":'),
+        number(live + rows.first_seq),
+        lit(',"ts":'),
+        number(rows.ts).take(take),
+        optional(',"node":"', labels[0], '"'),
+        optional(',"tag":"', labels[1], '"'),
+        lit(',"data":'),
+        data.view(pa.large_string()),
+        optional(',"meta":', meta, ""),
+        lit(',"bytes":'),
+        number(rows.size).take(take),
+        lit("},"),
+        lit(""),
+    )
+    _, offsets, values = text.buffers()
+    bounds = np.frombuffer(offsets, np.int64)[text.offset : text.offset + len(text) + 1]
+    first, last = int(bounds[0]), int(bounds[-1])
+    out: bytes = values.slice(first, last - first - 1).to_pybytes()  # without the last comma
+    return b"[" + out + b"]"
+
+
+def records_json_per_record(rows: Rows) -> bytes:
+    """The §5.2 `records` array of the live rows, one record at a time (orjson escapes)."""
     parts: list[bytes] = []
     add = parts.append
     seq = rows.first_seq - 1
@@ -131,19 +193,11 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
     t.origin = max(base, 1)
     t.head = t.origin - 1
     t.reserved = t.head
-    replay, dumps, origin = t.replay_slot, json_bytes, t.origin
-    for rec in entry.get("records", []):
-        seq = int(rec["seq"])
-        if seq < origin or seq > head:
-            continue
-        ts = int(rec["ts"])
-        if seq != t.head + 1:
-            if seq <= t.head:
-                raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {seq}")
-            t.append_holes(seq - 1, ts)
-        meta = rec.get("meta")
-        meta_json = None if meta is None else dumps(meta)
-        replay(seq, ts, dumps(rec["data"]), meta_json, rec.get("node"), rec.get("tag"))
+    records = entry.get("records", [])
+    if records and isinstance(records[0], SnapshotRecord):
+        _restore_raw(t, records, head)
+    else:
+        _restore_parsed(t, records, head)
     if t.head < head:
         t.append_holes(head, t.ts[-1] if t.ts else 0)
     t.head = head
@@ -155,6 +209,51 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
     t.source_trim_floor = int(entry.get("source_trim_floor", 0))
     t.pop_front()
     return t
+
+
+def _restore_parsed(t: TopicState, records: list[dict[str, Any]], head: int) -> None:
+    """Records of a body parsed generically (dicts holding parsed JSON values)."""
+    replay, dumps, origin = t.replay_slot, json_bytes, t.origin
+    for rec in records:
+        seq = int(rec["seq"])
+        if seq < origin or seq > head:
+            continue
+        ts = int(rec["ts"])
+        if seq != t.head + 1:
+            if seq <= t.head:
+                raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {seq}")
+            t.append_holes(seq - 1, ts)
+        meta = rec.get("meta")
+        meta_json = None if meta is None else dumps(meta)
+        replay(seq, ts, dumps(rec["data"]), meta_json, rec.get("node"), rec.get("tag"))
+
+
+def _restore_raw(t: TopicState, records: list[SnapshotRecord], head: int) -> None:
+    """Records decoded with their JSON text kept (the engine wrote it compact), restored a
+    run of consecutive seqs at a time."""
+    origin = t.origin
+    if records[0].seq < origin or records[-1].seq > head:
+        records = [r for r in records if origin <= r.seq <= head]
+        if not records:
+            return
+    seqs = np.fromiter((r.seq for r in records), np.int64, len(records))
+    steps = np.diff(seqs)
+    if seqs[0] <= t.head or (steps <= 0).any():
+        at = int(seqs[0]) if seqs[0] <= t.head else int(seqs[1:][steps <= 0][0])
+        raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {at}")
+    ts = [r.ts for r in records]
+    data = [bytes(r.data) for r in records]
+    meta: list[bytes | None] = [bytes(r.meta) if len(r.meta) else None for r in records]
+    if b"null" in meta:  # a JSON null meta is no meta, as in a parsed body
+        meta = [None if m == b"null" else m for m in meta]
+    node = [r.node for r in records]
+    tag = [r.tag for r in records]
+    starts = [0, *(np.flatnonzero(steps != 1) + 1).tolist(), len(records)]
+    for a, b in itertools.pairwise(starts):
+        first = int(seqs[a])
+        if first != t.head + 1:
+            t.append_holes(first - 1, ts[a])
+        t.replay_rows(first, ts[a:b], data[a:b], meta[a:b], node[a:b], tag[a:b])
 
 
 def take(

@@ -206,6 +206,40 @@ class TopicState:
         if tag is not None:
             self._tag_add(tag, seq)
 
+    def replay_rows(
+        self,
+        first_seq: int,
+        ts: list[int],
+        data: list[builtins.bytes],
+        meta: list[builtins.bytes | None],
+        node: list[str | None],
+        tag: list[str | None],
+    ) -> None:
+        """`replay_slot` for the live records `first_seq, first_seq + 1, ...` (columns of
+        equal length; `first_seq == head + 1`, checked by the caller) in one go."""
+        n = len(ts)
+        if n == 0:
+            return
+        sizes = [len(d) for d in data]
+        for i, m in enumerate(meta):
+            if m is not None:
+                sizes[i] += len(m)
+        self.ts.extend(ts)
+        self.data.extend(data)
+        self.meta.extend(meta)
+        self.node.extend(node)
+        self.tag.extend(tag)
+        self.size.extend(sizes)
+        self.dead.extend(bytes(n))
+        last = first_seq + n - 1
+        self.head = self.reserved = last
+        self.count += n
+        self.bytes += sum(sizes)
+        self.last_write_ts = ts[-1]
+        for i, g in enumerate(tag):
+            if g is not None:
+                self._tag_add(g, first_seq + i)
+
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it inlines `append_slot`."""
         assert first_seq == self.end_seq == self.head + 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import orjson
 import xxhash
 
@@ -45,8 +46,65 @@ def encode_snapshot(body: dict[str, Any]) -> bytes:
     return _HEADER.pack(MAGIC, VERSION, len(raw), xxhash.xxh3_64_intdigest(raw)) + raw
 
 
+class SnapshotRecord(msgspec.Struct, forbid_unknown_fields=True):
+    """One record of a §5.2 `records` array. `data` and `meta` are the JSON text exactly as
+    the snapshot holds it (the engine wrote them from the compact text it stores); an
+    absent `meta` is an empty `Raw`."""
+
+    seq: int
+    ts: int
+    data: msgspec.Raw
+    meta: msgspec.Raw = msgspec.Raw()
+    node: str | None = None
+    tag: str | None = None
+    bytes: int = 0
+
+
+class _TopicEntry(msgspec.Struct, forbid_unknown_fields=True):
+    name: str
+    topic_id: int
+    config: dict[str, Any]
+    base_seq: int
+    head_seq: int
+    epoch: int = 1
+    evict_floor: int = 0
+    expiry_floor: int = 0
+    delete_floor: int = 0
+    source_trim_floor: int = 0
+    delete_below: int = 0
+    bytes_retained: int = 0
+    live_count: int = 0
+    records: list[SnapshotRecord] = []
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True):
+    id: int
+    ts: int
+    next_topic_id: int
+    checkpoint: dict[str, Any]
+    topics: list[_TopicEntry]
+    routers: list[dict[str, Any]] = []
+
+
+_decode_body = msgspec.json.Decoder(_Body).decode
+
+
+def _decode_typed(body: bytes) -> dict[str, Any] | None:
+    """The body with each topic's `records` as `SnapshotRecord`s (no dict, no parsed data
+    value per record), or None when the body does not have exactly the §5.2 shape the
+    engine writes (the caller then parses it generically)."""
+    try:
+        doc = _decode_body(body)
+    except msgspec.ValidationError:
+        return None
+    out = msgspec.structs.asdict(doc)
+    out["topics"] = [msgspec.structs.asdict(t) for t in doc.topics]
+    return out
+
+
 def decode_snapshot(buf: bytes) -> dict[str, Any] | None:
-    """The body of a valid snapshot file, or None when any check fails."""
+    """The body of a valid snapshot file, or None when any check fails. Records of the
+    engine's own bodies come back as `SnapshotRecord`s, others as dicts."""
     if len(buf) < _HEADER.size:
         return None
     magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
@@ -55,6 +113,12 @@ def decode_snapshot(buf: bytes) -> dict[str, Any] | None:
     body = buf[_HEADER.size : _HEADER.size + body_len]
     if len(body) != body_len or xxhash.xxh3_64_intdigest(body) != checksum:
         return None
+    try:
+        typed = _decode_typed(body)
+    except msgspec.DecodeError:
+        return None
+    if typed is not None:
+        return typed
     try:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
