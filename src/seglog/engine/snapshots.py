@@ -28,9 +28,6 @@ from seglog.storage.snapshot import SnapshotMark, SnapshotRecord, write_snapshot
 from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import WalError
 
-# What a JSON string must escape (orjson escapes exactly these).
-_NEEDS_ESCAPE = r'["\\\x00-\x1f]'
-
 
 def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) -> None:
     """Fill in the live payloads that left memory, a segment run at a time, from segments
@@ -48,64 +45,7 @@ def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) ->
 
 
 def records_json(rows: Rows) -> bytes:
-    """The §5.2 `records` array of the live rows, built column by column with Arrow's
-    string kernels (a snapshot renders every live record, so this is its cost); rows with
-    a node or tag that needs JSON escaping take the per-record path for the whole array.
-    Byte for byte what `records_json_per_record` renders."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    live = np.flatnonzero(np.frombuffer(bytes(rows.dead), np.uint8) == 0)
-    if not len(live):
-        return b"[]"
-    # large_* types: int64 offsets, so a topic's records may render to more than 2 GiB.
-    take = pa.array(live)
-    data = pa.array(rows.data, pa.large_binary()).take(take)
-    if data.null_count:  # load_payloads fills every live payload
-        first = int(live[np.flatnonzero(data.is_null().to_numpy(zero_copy_only=False))[0]])
-        raise RuntimeError(f"snapshot capture lost the payload of seq {rows.first_seq + first}")
-    labels = [pa.array(col, pa.large_string()).take(take) for col in (rows.node, rows.tag)]
-    if any(
-        c.null_count < len(c) and pc.any(pc.match_substring_regex(c, _NEEDS_ESCAPE)).as_py()
-        for c in labels
-    ):
-        return records_json_per_record(rows)
-    meta = pa.array(rows.meta, pa.large_binary()).take(take).view(pa.large_string())
-
-    def number(values: Any) -> Any:
-        return pa.array(values, pa.int64()).cast(pa.large_string())
-
-    def lit(text: str) -> Any:
-        return pa.scalar(text, pa.large_string())
-
-    def optional(prefix: str, col: Any, suffix: str) -> Any:
-        joined = pc.binary_join_element_wise(lit(prefix), col, lit(suffix), lit(""))
-        return pc.fill_null(joined, lit(""))
-
-    text = pc.binary_join_element_wise(
-        lit('{"seq":'),
-        number(live + rows.first_seq),
-        lit(',"ts":'),
-        number(rows.ts).take(take),
-        optional(',"node":"', labels[0], '"'),
-        optional(',"tag":"', labels[1], '"'),
-        lit(',"data":'),
-        data.view(pa.large_string()),
-        optional(',"meta":', meta, ""),
-        lit(',"bytes":'),
-        number(rows.size).take(take),
-        lit("},"),
-        lit(""),
-    )
-    _, offsets, values = text.buffers()
-    bounds = np.frombuffer(offsets, np.int64)[text.offset : text.offset + len(text) + 1]
-    first, last = int(bounds[0]), int(bounds[-1])
-    out: bytes = values.slice(first, last - first - 1).to_pybytes()  # without the last comma
-    return b"[" + out + b"]"
-
-
-def records_json_per_record(rows: Rows) -> bytes:
-    """The §5.2 `records` array of the live rows, one record at a time (orjson escapes)."""
+    """The §5.2 `records` array of the live rows."""
     parts: list[bytes] = []
     add = parts.append
     seq = rows.first_seq - 1
