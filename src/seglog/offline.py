@@ -238,7 +238,7 @@ class OfflineDir:
         cut = t.retention_cut(self.point.now_ms)  # what the online read's pass does first
         if cut is not None:
             t.apply_cut(cut)
-        live = _ranges(t.live_records())
+        live = tuple(t.live_runs())
         reused = self._reused.get(t.topic_id, [])
         used = tuple(i for i in reused if _overlaps(live, i.first_seq, i.last_seq))
         tail = _minus(live, [(i.first_seq, i.last_seq) for i in used])

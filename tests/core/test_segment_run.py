@@ -18,8 +18,15 @@ from seglog.core.segment_format import (
     idx_view,
     iter_frames,
     run_blobs,
+    scan_del_flags,
 )
-from seglog.core.segment_run import run_blobs_of, run_payloads, segment_columns, verify_run
+from seglog.core.segment_run import (
+    run_blobs_of,
+    run_payloads,
+    segment_columns,
+    segment_del_flags,
+    verify_run,
+)
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=6),
@@ -168,3 +175,20 @@ def test_segment_columns_refuse_an_index_that_does_not_cover_the_file() -> None:
         segment_columns(data, 1, idx["offset"][:2], idx["len"][:2])
     with pytest.raises(SegmentCorruption):
         segment_columns(data, 1, idx["offset"][::-1].copy(), idx["len"])
+
+
+@settings(max_examples=200, derandomize=True, database=None)
+@given(whole_segments(), st.data())
+def test_del_flags_are_what_scan_del_flags_finds(seg: tuple, draw: st.DataObject) -> None:
+    data, idx, first, _ = seg
+    offsets, lengths = idx["offset"], idx["len"]
+    assert segment_del_flags(data, first, offsets, lengths) == scan_del_flags(data, first)
+    bad = bytearray(data)
+    bad[draw.draw(st.integers(0, len(data) - 1))] ^= 1 << draw.draw(st.integers(0, 7))
+    try:
+        want = scan_del_flags(bytes(bad), first)
+    except SegmentCorruption:
+        with pytest.raises(SegmentCorruption):
+            segment_del_flags(bytes(bad), first, offsets, lengths)
+    else:
+        assert segment_del_flags(bytes(bad), first, offsets, lengths) == want

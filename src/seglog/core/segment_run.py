@@ -27,6 +27,7 @@ from seglog.core.segment_format import (
     _xxh3,
     iter_frames,
     run_blobs,
+    scan_del_flags,
 )
 
 # The frame header (`frame_len` through `data_len`), unaligned as on disk.
@@ -153,6 +154,33 @@ class SegmentColumns:
     meta: list[bytes | None]
 
 
+def _chained(data: bytes, offsets: Ints, lengths: Ints) -> bool:
+    """Whether the index's entries chain from offset 0 to the end of the data file, so that
+    every byte of it lies in a frame the index points at."""
+    n = len(offsets)
+    return bool(
+        n > 0
+        and offsets[0] == 0
+        and (offsets[1:] == offsets[:-1] + lengths[:-1]).all()
+        and int(offsets[-1] + lengths[-1]) == len(data)
+    )
+
+
+def segment_del_flags(
+    data: bytes, first_seq: int, offsets: Ints, lengths: Ints
+) -> tuple[list[int], int]:
+    """`scan_del_flags` (every frame verified; seqs whose del_flag is set, frame count),
+    verified a run at a time through the index. An index that does not chain over the whole
+    file leaves the scan to `scan_del_flags`, which reads the frames alone."""
+    offsets = offsets.astype(np.int64, copy=False)
+    lengths = lengths.astype(np.int64, copy=False)
+    if not _chained(data, offsets, lengths):
+        return scan_del_flags(data, first_seq)
+    verify_headers(data, first_seq, offsets, lengths)
+    flags = np.frombuffer(data, np.uint8)[offsets + lengths - 1]
+    return (np.flatnonzero(flags == DEL_FLAG) + first_seq).tolist(), len(offsets)
+
+
 def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> SegmentColumns:
     """A whole `.data` file's frames as columns, verified as `iter_frames` verifies them: the
     index's entries must chain from offset 0 to the end of the file (so every byte of it is
@@ -160,8 +188,7 @@ def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -
     n = len(offsets)
     offsets = offsets.astype(np.int64, copy=False)
     lengths = lengths.astype(np.int64, copy=False)
-    chained = n > 0 and offsets[0] == 0 and (offsets[1:] == offsets[:-1] + lengths[:-1]).all()
-    if not chained or int(offsets[-1] + lengths[-1]) != len(data):
+    if not _chained(data, offsets, lengths):
         list(iter_frames(data, first_seq))  # raises the precise error of the first bad frame
         raise SegmentCorruption(
             f"segment corruption: index of the segment from seq {first_seq} does not match "

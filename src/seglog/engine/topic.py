@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from seglog.core.watermarks import (
     Floors,
     byte_cap_cut,
@@ -221,9 +223,10 @@ class TopicState:
         if n == 0:
             return
         sizes = [len(d) for d in data]
-        for i, m in enumerate(meta):
-            if m is not None:
-                sizes[i] += len(m)
+        if meta.count(None) != n:
+            for i, m in enumerate(meta):
+                if m is not None:
+                    sizes[i] += len(m)
         self.ts.extend(ts)
         self.data.extend(data)
         self.meta.extend(meta)
@@ -236,9 +239,16 @@ class TopicState:
         self.count += n
         self.bytes += sum(sizes)
         self.last_write_ts = ts[-1]
-        for i, g in enumerate(tag):
-            if g is not None:
-                self._tag_add(g, first_seq + i)
+        if tag.count(None) != n:
+            index = self.tags
+            for seq, g in zip(range(first_seq, last + 1), tag, strict=True):
+                if g is not None:
+                    lst = index.get(g)
+                    if lst is None:
+                        index[g] = [seq]
+                        self._tag_keys = None
+                    else:
+                        lst.append(seq)
 
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it inlines `append_slot`."""
@@ -551,6 +561,17 @@ class TopicState:
             [0] * n + self.size[low:hi],
             bytearray(b"\x01" * n) + self.dead[low:hi],
         )
+
+    def live_runs(self) -> list[tuple[int, int]]:
+        """`live_records` as inclusive (first, last) runs of consecutive seqs, ascending."""
+        start = max(self.front, self.earliest() - self.origin)
+        live = np.frombuffer(bytes(self.dead[start:]), np.uint8) == 0
+        if not live.any():
+            return []
+        edges = np.diff(np.concatenate(([False], live, [False])).astype(np.int8))
+        firsts = np.flatnonzero(edges == 1) + self.origin + start
+        lasts = np.flatnonzero(edges == -1) - 1 + self.origin + start
+        return list(zip(firsts.tolist(), lasts.tolist(), strict=True))
 
     def live_records(self) -> Iterable[int]:
         """Seqs of live slots at or above earliest_seq (snapshot capture, sealing checks)."""

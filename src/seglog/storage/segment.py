@@ -48,7 +48,6 @@ from seglog.core.segment_format import (
     idx_lookup,
     idx_view,
     iter_frames,
-    scan_del_flags,
 )
 from seglog.core.segment_run import (
     Ints,
@@ -56,6 +55,7 @@ from seglog.core.segment_run import (
     run_blobs_of,
     run_payloads,
     segment_columns,
+    segment_del_flags,
 )
 from seglog.storage.datadir import make_dirs_durably
 from seglog.storage.fs import Fs, RealFs, write_all_at, write_synced
@@ -442,7 +442,8 @@ class SegmentStore:
     def read_del_flags(self, info: SegmentInfo) -> builtins.list[int]:
         """Seqs whose del_flag is set (every frame verified: corrupt is never 'deleted')."""
         m = self._cached(info.data_path) or self._mapped(*self.resolve(info))
-        deleted, n = scan_del_flags(m.data, info.first_seq)
+        data = bytes(m.data)  # numpy must not hold a view of the mapping (it may be closed)
+        deleted, n = segment_del_flags(data, info.first_seq, m.idx["offset"], m.idx["len"])
         _check_count(n, info)
         return deleted
 
