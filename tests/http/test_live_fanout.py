@@ -483,3 +483,37 @@ async def test_a_failing_round_wakes_its_streams_for_their_own_read(
     assert reader.stream.session.cursors == {"a": 2}  # its own pass delivered them
     assert [f.event for f in reader.frames if f.event][-2:] == ["record", "caught-up"]
     reader.task.cancel()
+
+
+async def test_only_record_writes_count_as_writers_for_pacing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The fan-out paces itself while writes are in flight: a record write counts from its
+    start to its ack (or failure), and nothing else does (a diff long-poll is a POST but
+    not a write)."""
+    from seglog.http import async_engine
+
+    release = asyncio.Event()
+
+    async def finish(_engine: Any, pw: Any) -> Any:
+        await release.wait()
+        if pw == "fail":
+            raise topic_not_found("t")
+        return "acked"
+
+    class Engine:
+        def write_begin(self, name: str, records: Any, **_: Any) -> str:
+            return name
+
+    monkeypatch.setattr(async_engine, "finish_write", finish)
+    db = async_engine.AsyncEngine(Engine())  # type: ignore[arg-type]
+    kw: dict[str, Any] = {"node": None, "idempotency_key": None, "create": None, "config": None}
+    ok = asyncio.ensure_future(db.write("ok", [], **kw))
+    bad = asyncio.ensure_future(db.write("fail", [], **kw))
+    await asyncio.sleep(0)
+    assert db.writes_in_flight == 2
+    release.set()
+    assert await ok == "acked"
+    with pytest.raises(SeglogError):
+        await bad
+    assert db.writes_in_flight == 0

@@ -137,14 +137,9 @@ class Guard:
                 )
                 return
             st.inflight[key] = n + 1
-        writes = scope["method"] not in ("GET", "HEAD", "OPTIONS")
-        if writes:
-            st.writes_in_flight += 1
         try:
             await self.app(scope, receive, send)
         finally:
-            if writes:
-                st.writes_in_flight -= 1
             if key is not None and cap:
                 left = st.inflight.get(key, 1) - 1
                 if left > 0:

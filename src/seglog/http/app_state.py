@@ -43,7 +43,6 @@ class ServerState:
     shutting_down: bool = False
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set with shutting_down
     inflight: dict[str, int] = field(default_factory=dict)
-    writes_in_flight: int = 0  # POST/PUT/DELETE requests being served (fan-out pacing)
     started_monotonic: float = 0.0
 
     def __post_init__(self) -> None:
@@ -52,7 +51,7 @@ class ServerState:
         self.watch = WatchSessions(self.engine.clock, s.max_watch_sessions)
         self.slots = StreamSlots(s.max_sse_connections, s.max_sse_connections_per_key)
         self.feed = TopicFeed(self.db)
-        self.fanout = LiveFanout(self.feed, writers_active=lambda: self.writes_in_flight > 0)
+        self.fanout = LiveFanout(self.feed, writers_active=lambda: self.db.writes_in_flight > 0)
 
     async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
         """Wait for an append to (or the deletion of) any of `topics`, or shutdown."""

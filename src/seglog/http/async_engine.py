@@ -45,6 +45,9 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 class AsyncEngine:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        # Record writes being served right now (the live fan-out paces itself while any
+        # are): counted here, where every write path (HTTP, WebSocket publish) passes.
+        self.writes_in_flight = 0
 
     # ---- cheap, lock-free facts ----------------------------------------------------------
     @property
@@ -127,11 +130,15 @@ class AsyncEngine:
     ) -> WriteResult:
         e = self.engine
         kwargs = {"node": node, "idempotency_key": idempotency_key, "create": create}
-        pw = e.write_begin(name, records, config=config, may_wait=False, **kwargs)  # type: ignore[arg-type]
-        if pw is None:  # auto-create logs a durable TopicCreate: keep that fsync off the loop
-            pw = await blocking(e.write_begin, name, records, config=config, **kwargs)
-        assert pw is not None
-        return await finish_write(e, pw)
+        self.writes_in_flight += 1
+        try:
+            pw = e.write_begin(name, records, config=config, may_wait=False, **kwargs)  # type: ignore[arg-type]
+            if pw is None:  # auto-create logs a durable TopicCreate: keep that fsync off the loop
+                pw = await blocking(e.write_begin, name, records, config=config, **kwargs)
+            assert pw is not None
+            return await finish_write(e, pw)
+        finally:
+            self.writes_in_flight -= 1
 
     async def read(
         self,
