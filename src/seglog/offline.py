@@ -27,7 +27,7 @@ Router copies made since the snapshot are in no file: like the server at startup
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -247,16 +247,6 @@ class OfflineDir:
     @property
     def _cold_topics(self) -> Path | None:
         return None if self.cold_root is None else self.cold_root / "topics"
-
-
-def _ranges(seqs: Iterable[int]) -> Ranges:
-    out: list[tuple[int, int]] = []
-    for s in seqs:
-        if out and out[-1][1] == s - 1:
-            out[-1] = (out[-1][0], s)
-        else:
-            out.append((s, s))
-    return tuple(out)
 
 
 def _overlaps(ranges: Ranges, first: int, last: int) -> bool:

@@ -16,7 +16,7 @@ from seglog.clock import ManualClock
 from seglog.engine import column_read
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import seal_topic
-from seglog.engine.topic import MAX_SLOTS_EXAMINED
+from seglog.engine.topic import MAX_SLOTS_EXAMINED, TopicState
 from seglog.model import Durability, ReadResult, RecordIn, Selector, TopicConfig
 
 RECORD = st.fixed_dictionaries(
@@ -165,3 +165,20 @@ def test_a_window_of_dead_slots_advances_the_cursor_by_the_scan_cap(tmp_path: Pa
         assert got.next_from_seq == MAX_SLOTS_EXAMINED
     finally:
         e.close(snapshot=False)
+
+
+@settings(max_examples=200, derandomize=True, database=None)
+@given(st.lists(st.booleans(), max_size=40), st.integers(0, 45))
+def test_live_runs_are_the_runs_of_live_records(dead: list[bool], delete_below: int) -> None:
+    t = TopicState("t", 1, TopicConfig())
+    for i, d in enumerate(dead, start=1):
+        t.append_slot(i, 0, b"1", None, None, None, 1, dead=d)
+    t.delete_floor = delete_below
+    t.pop_front()
+    want: list[tuple[int, int]] = []
+    for s in t.live_records():
+        if want and want[-1][1] == s - 1:
+            want[-1] = (want[-1][0], s)
+        else:
+            want.append((s, s))
+    assert t.live_runs() == want
