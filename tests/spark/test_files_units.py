@@ -13,8 +13,17 @@ import pytest
 pytest.importorskip("seglog.core.payload_blob")
 
 from seglog.core.segment_format import SegmentRecord, encode_segment
+from seglog.spark import files
 from seglog.spark.errors import SeglogCorruptionError
-from seglog.spark.files import SegmentPartition, TailPartition, plan, read_segment, read_tail
+from seglog.spark.files import (
+    SegmentPartition,
+    TailPartition,
+    TailRows,
+    plan,
+    read_segment,
+    read_tail,
+    read_tail_rows,
+)
 from seglog.spark.options import parse_files_options
 from seglog.spark.schema import arrow_schema
 from seglog.storage.snapshot import encode_snapshot, snapshot_name
@@ -107,11 +116,12 @@ def read_all(opts: Any) -> list[tuple[str, int, Any, Any, Any]]:
     schema = arrow_schema(SPARK_SCHEMA)
     out = []
     for p in plan(opts, NOW):
-        batches = (
-            read_segment(opts, schema, p)
-            if isinstance(p, SegmentPartition)
-            else read_tail(opts, schema, p)
-        )
+        if isinstance(p, SegmentPartition):
+            batches = read_segment(opts, schema, p)
+        elif isinstance(p, TailRows):
+            batches = read_tail_rows(opts, schema, p)
+        else:
+            batches = read_tail(opts, schema, p)
         for b in batches:
             assert b.schema.equals(schema)
             for r in b.to_pylist():
@@ -119,14 +129,23 @@ def read_all(opts: Any) -> list[tuple[str, int, Any, Any, Any]]:
     return out
 
 
-def test_offline_reads_only_live_sealed_records(tmp_path: Path) -> None:
+@pytest.mark.parametrize("embed", [True, False])
+def test_offline_reads_only_live_sealed_records(
+    tmp_path: Path, embed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if not embed:  # the tail re-derived by a replay on the executor
+        monkeypatch.setattr(files, "EMBED_TAIL_RECORDS", 0)
     hot, cold, _ = build(tmp_path)
     opts = parse_files_options({"path": str(hot), "coldPath": str(cold)})
     parts = plan(opts, NOW)
     segs = [(p.topic, p.first_seq) for p in parts if isinstance(p, SegmentPartition)]
     assert segs == [("a", 11), ("a", 21), ("b", 1)]  # 1..10 lie below the floors
-    (tail,) = [p for p in parts if isinstance(p, TailPartition)]
-    assert [(t.name, t.seqs) for t in tail.topics] == [("a", ((31, 32),))]  # the active tail
+    if embed:
+        (rows_part,) = [p for p in parts if isinstance(p, TailRows)]
+        assert (rows_part.topic, rows_part.seq) == ("a", (31, 32))  # the active tail
+    else:
+        (tail,) = [p for p in parts if isinstance(p, TailPartition)]
+        assert [(t.name, t.seqs) for t in tail.topics] == [("a", ((31, 32),))]
     rows = read_all(opts)
     a = [r[1] for r in rows if r[0] == "a"]
     assert a == [s for s in range(13, 33) if s != 15]  # evict floor 12, flagged 15

@@ -18,13 +18,16 @@ from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import relocate_cold, seal_topic
 from seglog.model import Durability, RecordIn, Selector, TopicConfig
 from seglog.router_model import Guarantee, RouterSpec
+from seglog.spark import files
 from seglog.spark.errors import SeglogCorruptionError
 from seglog.spark.files import (
     SegmentPartition,
     TailPartition,
+    TailRows,
     plan,
     read_segment,
     read_tail,
+    read_tail_rows,
 )
 from seglog.spark.options import SeglogOptionError, parse_files_options
 from seglog.spark.schema import arrow_schema
@@ -119,14 +122,28 @@ def online_after_restart(root: Path, tmp: Path) -> list[Row]:
 
 
 def offline(root: Path, **extra: str) -> list[Row]:
+    """The offline read, with the tails shipped in the partitions and with them re-derived
+    by a replay: both must give the same rows."""
+    now = _now()  # one planning time: re-derived router copies are stamped with it
+    embedded = _offline(root, now, **extra)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(files, "EMBED_TAIL_RECORDS", 0)
+        replayed = _offline(root, now, **extra)
+    assert embedded == replayed
+    return embedded
+
+
+def _offline(root: Path, now: int, **extra: str) -> list[Row]:
     opts = parse_files_options(
         {"path": str(root / "data"), "coldPath": str(root / "cold"), **extra}
     )
     schema = arrow_schema(SPARK_SCHEMA)
     out: list[Row] = []
-    for p in plan(opts, _now()):
+    for p in plan(opts, now):
         if isinstance(p, SegmentPartition):
             batches = read_segment(opts, schema, p)
+        elif isinstance(p, TailRows):
+            batches = read_tail_rows(opts, schema, p)
         else:
             assert isinstance(p, TailPartition)
             batches = read_tail(opts, schema, p)

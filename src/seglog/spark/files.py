@@ -19,6 +19,9 @@ Partitions (planned on the driver, which replays once to learn heads and live se
   WAL, so the executor re-derives them by replaying the directory itself at the same point
   (snapshot id, WAL or not, `now_ms`) and checks the result against the plan. One task for
   every topic: the replay is the cost (a server start's), not the rows.
+- `TailRows`: instead of a `TailPartition` when the tails hold at most
+  `EMBED_TAIL_RECORDS` records in all: the driver, which has just replayed, puts one
+  topic's tail records into the partition itself, saving the executor a second replay.
 
 Partitions carry only plain values and paths: nothing depends on driver-local state.
 """
@@ -59,6 +62,9 @@ from seglog.spark.schema import (
 log = logging.getLogger("seglog.spark")
 
 ARROW_BATCH_ROWS = 65_536
+# Tails of at most this many records (all topics together) travel inside the partitions;
+# larger ones are re-derived by a replay on an executor.
+EMBED_TAIL_RECORDS = 100_000
 Ranges = tuple[tuple[int, int], ...]
 
 
@@ -78,6 +84,20 @@ class TailTopic:
     topic_id: int
     head: int
     seqs: Ranges
+
+
+@dataclass(frozen=True)
+class TailRows(InputPartition):  # type: ignore[misc]
+    """One topic's tail records themselves, read on the driver from its replay: a tail this
+    small is cheaper to ship than to replay the directory again on an executor."""
+
+    topic: str
+    seq: tuple[int, ...]
+    ts: tuple[int, ...]
+    node: tuple[str | None, ...]
+    tag: tuple[str | None, ...]
+    data: tuple[bytes, ...]
+    meta: tuple[bytes | None, ...]
 
 
 @dataclass(frozen=True)
@@ -137,9 +157,44 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
             )
         if t.tail:
             tails.append(TailTopic(t.name, t.topic_id, t.head, t.tail))
-    if tails:
+    if sum(b - a + 1 for t in tails for a, b in t.seqs) <= EMBED_TAIL_RECORDS:
+        parts += [_tail_rows(d, t) for t in tails]
+    elif tails:
         parts.append(TailPartition(d.point, tuple(tails)))
     return parts
+
+
+def _tail_rows(d: Any, t: TailTopic) -> TailRows:
+    recs = list(d.records(t.name, t.topic_id, t.head, t.seqs))
+    return TailRows(
+        t.name,
+        tuple(r.seq for r in recs),
+        tuple(r.ts for r in recs),
+        tuple(r.node for r in recs),
+        tuple(r.tag for r in recs),
+        tuple(bytes(r.data) for r in recs),
+        tuple(None if r.meta is None else bytes(r.meta) for r in recs),
+    )
+
+
+def read_tail_rows(opts: FilesOptions, schema: pa.Schema, p: TailRows) -> Iterator[pa.RecordBatch]:
+    n = len(p.seq)
+    table = pa.table(
+        {
+            "seq": pa.array(p.seq, pa.int64()),
+            "ts": pa.array(p.ts, pa.int64()),
+            "node": pa.array(p.node, pa.string()),
+            "tag": pa.array(p.tag, pa.string()),
+            "data": pa.array(p.data, pa.binary()).view(pa.string()),
+            "meta": (
+                pa.array(p.meta, pa.binary()).view(pa.string())
+                if opts.include_meta
+                else pa.nulls(n, pa.string())
+            ),
+        }
+    )
+    for chunk in table.to_batches(max_chunksize=ARROW_BATCH_ROWS):
+        yield page_batch(schema, p.topic, pa.Table.from_batches([chunk]), MAX_SEQ)
 
 
 def _open(opts: FilesOptions, now_ms: int, running: bool) -> Any:
@@ -288,6 +343,8 @@ class SeglogFilesReader(DataSourceReader):  # type: ignore[misc]
             return read_segment(self.opts, self.arrow, partition)
         if isinstance(partition, TailPartition):
             return read_tail(self.opts, self.arrow, partition)
+        if isinstance(partition, TailRows):
+            return read_tail_rows(self.opts, self.arrow, partition)
         return iter(())  # Spark's stand-in for "no partitions"
 
 
