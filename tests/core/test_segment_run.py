@@ -48,7 +48,8 @@ BLOB = st.one_of(
 
 
 @st.composite
-def runs(draw: st.DrawFn) -> tuple[bytes, int, np.ndarray, np.ndarray, list[SegmentRecord]]:
+def whole_segments(draw: st.DrawFn) -> tuple[bytes, np.ndarray, int, list[SegmentRecord]]:
+    """A whole segment's `.data` bytes and index over 1..10 random records."""
     n = draw(st.integers(1, 10))
     first = draw(st.integers(1, 2**40))
     names = st.none() | st.text(max_size=5)
@@ -64,7 +65,14 @@ def runs(draw: st.DrawFn) -> tuple[bytes, int, np.ndarray, np.ndarray, list[Segm
         for i in range(n)
     ]
     data, idx_bytes = encode_segment(recs, first)
-    idx = idx_view(idx_bytes)
+    return data, idx_view(idx_bytes), first, recs
+
+
+@st.composite
+def runs(draw: st.DrawFn) -> tuple[bytes, int, np.ndarray, np.ndarray, list[SegmentRecord]]:
+    """A run of consecutive frames cut out of a random segment, offsets relative to it."""
+    data, idx, first, recs = draw(whole_segments())
+    n = len(recs)
     lo = draw(st.integers(0, n - 1))
     hi = draw(st.integers(lo + 1, n))
     offsets = idx["offset"][lo:hi].astype(np.int64)
@@ -112,26 +120,6 @@ def test_wrong_seq_and_bad_index_entries_are_corruption() -> None:
         verify_run(data[:-1], 5, offsets, lengths)
     with pytest.raises(SegmentCorruption, match="index length"):
         verify_run(data, 5, offsets, lengths + np.array([0, 1, -1]))
-
-
-@st.composite
-def whole_segments(draw: st.DrawFn) -> tuple[bytes, np.ndarray, int, list[SegmentRecord]]:
-    n = draw(st.integers(1, 10))
-    first = draw(st.integers(1, 2**40))
-    names = st.none() | st.text(max_size=5)
-    recs = [
-        SegmentRecord(
-            first + i,
-            draw(st.integers(0, 2**40)),
-            draw(names),
-            draw(names),
-            draw(BLOB),
-            draw(st.booleans()),
-        )
-        for i in range(n)
-    ]
-    data, idx_bytes = encode_segment(recs, first)
-    return data, idx_view(idx_bytes), first, recs
 
 
 @settings(max_examples=200, derandomize=True, database=None)

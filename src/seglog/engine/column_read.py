@@ -19,6 +19,7 @@ from typing import TypeVar
 import numpy as np
 
 from seglog.core.watermarks import tombstone_for
+from seglog.engine.payloads import runs_by_segment
 from seglog.engine.topic import MAX_SLOTS_EXAMINED, TopicState
 from seglog.model import Record, RecordColumns, Tombstone
 from seglog.storage.segment import PinnedSegment, SegmentStore
@@ -115,34 +116,21 @@ def fill_columns(
 ) -> int:
     """Put the payloads of the rows `missing` lists (ascending) in place from their sealed
     segments, one verified run per segment. Returns how many came from the cold tier."""
-    seqs, data, meta = cols.seq, cols.data, cols.meta
-    cold = filled = j = 0
-    n = len(missing)
-    for pin in pins:
-        start = j
-        last = pin.info.last_seq
-        while j < n and seqs[missing[j]] <= last:
-            j += 1
-        if j == start:
-            continue
-        lo = seqs[missing[start]]
-        if lo < pin.info.first_seq:
-            break  # a missing payload that no pinned segment holds
-        run_data, run_meta = store.read_run_payloads(pin, lo, seqs[missing[j - 1]])
-        if j - start == len(run_data):  # the whole run is missing: the usual sealed page
-            data[missing[start] : missing[j - 1] + 1] = run_data
-            meta[missing[start] : missing[j - 1] + 1] = run_meta
+    data, meta = cols.data, cols.meta
+    seqs = [cols.seq[row] for row in missing]
+    cold = 0
+    for pin, start, end in runs_by_segment(seqs, pins):
+        lo = seqs[start]
+        run_data, run_meta = store.read_run_payloads(pin, lo, seqs[end - 1])
+        if end - start == len(run_data):  # the whole run is missing: the usual sealed page
+            data[missing[start] : missing[end - 1] + 1] = run_data
+            meta[missing[start] : missing[end - 1] + 1] = run_meta
         else:
-            for row in missing[start:j]:
-                data[row] = run_data[seqs[row] - lo]
-                meta[row] = run_meta[seqs[row] - lo]
-        filled = j
+            for row, seq in zip(missing[start:end], seqs[start:end], strict=True):
+                data[row] = run_data[seq - lo]
+                meta[row] = run_meta[seq - lo]
         if pin.info.tier == "cold":
-            cold += j - start
-    if filled != n:
-        raise LookupError(
-            f"seq {seqs[missing[filled]]} has no payload in memory and no sealed segment"
-        )
+            cold += end - start
     return cold
 
 

@@ -4,10 +4,33 @@ change (only delete flags, outside the checksum), so no lock is needed to read t
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 from seglog.core.payload_blob import decode_blob
 from seglog.engine.topic import Missing
 from seglog.model import Record
 from seglog.storage.segment import PinnedSegment, SegmentStore
+
+
+def runs_by_segment(
+    seqs: Sequence[int], pins: list[PinnedSegment]
+) -> Iterator[tuple[PinnedSegment, int, int]]:
+    """`(pin, start, end)` for each pinned segment holding `seqs[start:end]` (ascending
+    seqs, pins in seq order). Raises `LookupError` for a seq no pinned segment holds."""
+    j = 0
+    n = len(seqs)
+    for pin in pins:
+        start = j
+        while j < n and seqs[j] <= pin.info.last_seq:
+            j += 1
+        if j == start:
+            continue
+        if seqs[start] < pin.info.first_seq:
+            j = start
+            break  # a missing payload that no pinned segment holds
+        yield pin, start, j
+    if j != n:
+        raise LookupError(f"seq {seqs[j]} has no payload in memory and no sealed segment")
 
 
 def fill(
@@ -16,27 +39,14 @@ def fill(
     """Build each record `missing` describes (ascending seqs) from its sealed segment, a
     segment run at a time, into its place in `records`. Returns how many came from the cold
     tier."""
-    cold = filled = j = 0
-    n = len(missing)
-    for pin in pins:
-        start = j
-        last = pin.info.last_seq
-        while j < n and missing[j][1] <= last:
-            j += 1
-        if j == start:
-            continue
-        lo = missing[start][1]
-        if lo < pin.info.first_seq:
-            break  # a missing payload that no pinned segment holds
-        blobs = store.read_run(pin, lo, missing[j - 1][1])
-        for k, seq, ts, node, tag in missing[start:j]:
+    cold = 0
+    seqs = [m[1] for m in missing]
+    for pin, start, end in runs_by_segment(seqs, pins):
+        lo = seqs[start]
+        blobs = store.read_run(pin, lo, seqs[end - 1])
+        for k, seq, ts, node, tag in missing[start:end]:
             data, meta = decode_blob(blobs[seq - lo])
             records[k] = Record(seq, ts, data, meta, node, tag)
-        filled = j
         if pin.info.tier == "cold":
-            cold += j - start
-    if filled != n:
-        raise LookupError(
-            f"seq {missing[filled][1]} has no payload in memory and no sealed segment"
-        )
+            cold += end - start
     return cold
