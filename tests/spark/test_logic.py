@@ -419,3 +419,40 @@ def test_naive_timestamps_are_not_pushed() -> None:
 
     f = GreaterThan(("ts",), dt.datetime(2024, 1, 1))
     assert absorb([f]) == (Pushed(), [f])
+
+
+DATA_VALUE = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**63 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=2)
+        | st.dictionaries(st.sampled_from(["a", "s", "x"]), inner, max_size=3)
+    ),
+    max_leaves=4,
+)
+
+
+def fits(v: Any) -> dict[str, Any] | None:
+    """What Spark's PERMISSIVE `from_json` gives for struct<a: bigint, s: string>: the
+    object's fields when each present one has the field's type, else a null row."""
+    if not isinstance(v, dict):
+        return None
+    a, s = v.get("a"), v.get("s")
+    if a is not None and (isinstance(a, bool) or not isinstance(a, int)):
+        return None
+    if s is not None and not isinstance(s, str):
+        return None
+    return {"a": a, "s": s}
+
+
+@settings(max_examples=300, derandomize=True, database=None)
+@given(st.lists(DATA_VALUE, max_size=40))
+def test_data_schema_parses_what_fits_and_nulls_the_rest(values: list[Any]) -> None:
+    from seglog.spark.schema import _data_column
+
+    typ = pa.struct([("a", pa.int64()), ("s", pa.string())])
+    texts = pa.array([orjson.dumps(v).decode() for v in values], pa.string())
+    assert _data_column(texts, typ).to_pylist() == [fits(v) for v in values]

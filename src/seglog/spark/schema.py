@@ -123,35 +123,62 @@ def page_batch(schema: pa.Schema, topic: str, page: pa.Table, upto: int) -> pa.R
 
 
 def _data_column(texts: pa.Array, typ: pa.DataType) -> pa.Array:
-    """The `data` column: the JSON texts as they are, or parsed into `typ` by Arrow's JSON
-    reader; a page it cannot parse as a whole (a record that does not fit) is parsed record
-    by record, with nulls where a record does not fit (Spark's PERMISSIVE `from_json`)."""
+    """The `data` column: the JSON texts as they are, or parsed into `typ`."""
     if pa.types.is_string(typ):
         return texts
-    if pa.types.is_struct(typ) and len(texts) and texts.null_count == 0:
-        import pyarrow.compute as pc
-        import pyarrow.json as pajson
-
-        lines = pc.binary_join_element_wise(texts, pa.scalar(""), "\n")
-        _, offsets_buf, values = lines.buffers()
-        offsets = np.frombuffer(offsets_buf, np.int32)[lines.offset : lines.offset + len(lines) + 1]
-        body = values[int(offsets[0]) : int(offsets[-1])]
+    if pa.types.is_struct(typ):
         try:
-            table = pajson.read_json(
-                pa.BufferReader(body),
-                parse_options=pajson.ParseOptions(
-                    explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore"
-                ),
-            )
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-        else:
-            if len(table) == len(texts):
-                parsed = table.select([f.name for f in typ]).combine_chunks()
-                return pa.StructArray.from_arrays(
-                    [parsed.column(i).combine_chunks() for i in range(len(typ))], fields=list(typ)
-                )
+            return _parse_structs(texts, typ)
+        except pa.ArrowNotImplementedError:
+            pass  # a field type Arrow's JSON reader does not read: the per-record path
     return _data_array([None if t is None else orjson.loads(t) for t in texts.to_pylist()], typ)
+
+
+def _parse_structs(texts: pa.Array, typ: pa.DataType) -> pa.Array:
+    """Each text parsed into the struct `typ` by Arrow's JSON reader; a text that is not an
+    object whose fields fit `typ` becomes a null row (Spark's PERMISSIVE `from_json`). A
+    page parses in one call; a page holding such texts is halved until they are isolated,
+    so k bad texts cost O(k log n) reader calls, not one per record."""
+    if len(texts) == 0:
+        return pa.array([], typ)
+    parsed = _read_lines(texts, typ)
+    if parsed is not None:
+        return parsed
+    if len(texts) == 1:
+        return pa.nulls(1, typ)
+    mid = len(texts) // 2
+    halves = [_parse_structs(texts.slice(0, mid), typ), _parse_structs(texts.slice(mid), typ)]
+    return pa.concat_arrays(halves)
+
+
+def _read_lines(texts: pa.Array, typ: pa.DataType) -> pa.Array | None:
+    """The texts as one NDJSON body through `pyarrow.json`, or None if any line fails."""
+    import pyarrow.compute as pc
+    import pyarrow.json as pajson
+
+    # Only objects go to the reader: a top-level `null` line crashes pyarrow's JSON reader
+    # (segfault, pyarrow 26), and no other non-object can fit a struct anyway.
+    if texts.null_count or not pc.all(pc.starts_with(texts, "{")).as_py():
+        return None
+    lines = pc.binary_join_element_wise(texts, pa.scalar(""), "\n")
+    _, offsets_buf, values = lines.buffers()
+    offsets = np.frombuffer(offsets_buf, np.int32)[lines.offset : lines.offset + len(lines) + 1]
+    body = values[int(offsets[0]) : int(offsets[-1])]
+    try:
+        table = pajson.read_json(
+            pa.BufferReader(body),
+            parse_options=pajson.ParseOptions(
+                explicit_schema=pa.schema(list(typ)), unexpected_field_behavior="ignore"
+            ),
+        )
+    except pa.ArrowInvalid:
+        return None
+    if len(table) != len(texts):
+        return None
+    parsed = table.select([f.name for f in typ]).combine_chunks()
+    return pa.StructArray.from_arrays(
+        [parsed.column(i).combine_chunks() for i in range(len(typ))], fields=list(typ)
+    )
 
 
 def json_text(value: Any) -> str:
