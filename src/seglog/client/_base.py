@@ -273,6 +273,24 @@ def delete_topic(topic: str, if_empty: bool) -> Call[TopicDeleted]:
     return Call(spec, _parser(TopicDeleted.from_json))
 
 
+def _records_as_dicts(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    # dict("str") fails with "dictionary update sequence element #0", which names neither
+    # the record nor the fix; say which record is wrong and what a record must be.
+    if isinstance(records, (str, bytes, Mapping)):
+        raise TypeError(
+            f"append() takes a sequence of records (JSON objects), got {type(records).__name__}"
+        )
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(records):
+        if not isinstance(r, Mapping):
+            raise TypeError(
+                f"record {i} is a {type(r).__name__}, not a JSON object (a dict); "
+                f'wrap plain values, e.g. {{"value": ...}}'
+            )
+        out.append(dict(r))
+    return out
+
+
 def append(
     topic: str,
     records: Sequence[Mapping[str, Any]],
@@ -285,7 +303,7 @@ def append(
 ) -> Call[Appended]:
     return append_encoded(
         topic,
-        orjson.dumps([dict(r) for r in records]),
+        orjson.dumps(_records_as_dicts(records)),
         node=node,
         idempotency_key=idempotency_key,
         create=create,
