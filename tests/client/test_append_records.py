@@ -13,8 +13,8 @@ from seglog.client import _base
 @pytest.mark.parametrize(
     ("records", "needle"),
     [
-        (["str"], "record 0 is a str"),
-        ([{"a": 1}, 5], "record 1 is a int"),
+        (["str"], "record 0 is of type str"),
+        ([{"data": 1}, 5], "record 1 is of type int.*\\{\"data\": \\.\\.\\.\\}"),
         ("abc", "got str"),
         ({"a": 1}, "got dict"),
     ],
@@ -35,11 +35,11 @@ def test_non_object_records_fail_clearly(records: Any, needle: str) -> None:
 def test_mappings_are_encoded() -> None:
     call = _base.append(
         "t",
-        [{"a": 1}],
+        [{"data": 1, "tag": "x"}],
         node=None,
         idempotency_key=None,
         create=None,
         config=None,
         return_seqs=True,
     )
-    assert call is not None
+    assert call.spec.body == b'{"records":[{"data":1,"tag":"x"}]}'

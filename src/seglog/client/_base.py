@@ -284,8 +284,8 @@ def _records_as_dicts(records: Sequence[Mapping[str, Any]]) -> list[dict[str, An
     for i, r in enumerate(records):
         if not isinstance(r, Mapping):
             raise TypeError(
-                f"record {i} is a {type(r).__name__}, not a JSON object (a dict); "
-                f'wrap plain values, e.g. {{"value": ...}}'
+                f"record {i} is of type {type(r).__name__}, not a record object (a dict "
+                f'with a "data" field); wrap plain values, e.g. {{"data": ...}}'
             )
         out.append(dict(r))
     return out
