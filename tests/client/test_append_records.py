@@ -14,7 +14,7 @@ from seglog.client import _base
     ("records", "needle"),
     [
         (["str"], "record 0 is of type str"),
-        ([{"data": 1}, 5], "record 1 is of type int.*\\{\"data\": \\.\\.\\.\\}"),
+        ([{"data": 1}, 5], 'record 1 is of type int.*\\{"data": \\.\\.\\.\\}'),
         ("abc", "got str"),
         ({"a": 1}, "got dict"),
     ],
