@@ -127,7 +127,7 @@ def run(ops: list[Op], max_deliveries: int = 0) -> tuple[LeaseBook, World, int]:
                     seen.add(s)
                 assert (s in res.done and s not in res.skipped) or (not qualifies), s
             assert len(res.done) + len(res.skipped) == len(seqs)
-            assert res.done == [s for s in seqs if s in seen][: len(res.done)]
+            assert res.done == list(dict.fromkeys(s for s in seqs if s in seen))
             for s in res.done:
                 if kind == "ack":
                     del w.holder[s]
