@@ -122,12 +122,17 @@ def run(ops: list[Op], max_deliveries: int = 0) -> tuple[LeaseBook, World, int]:
             w.events += res.events
             seen: set[int] = set()
             for s in seqs:
-                qualifies = s in w.holder and w.holder[s][0] == node and s not in seen
+                qualifies = (
+                    s in w.holder and w.holder[s][0] == node and (kind == "extend" or s not in seen)
+                )
                 if qualifies:
                     seen.add(s)
                 assert s in res.done or not qualifies, s
             assert len(res.done) + len(res.skipped) == len(seqs)
-            assert res.done == list(dict.fromkeys(s for s in seqs if s in seen))
+            if kind == "extend":  # the lease stays, so a repeated seq is extended again
+                assert res.done == [s for s in seqs if s in seen]
+            else:
+                assert res.done == list(dict.fromkeys(s for s in seqs if s in seen))
             for s in res.done:
                 if kind == "ack":
                     del w.holder[s]
