@@ -1,0 +1,362 @@
+"""The lease state machine of one queue topic instance (SEMANTICS §10): who holds which job,
+what is due again, and what a claim, ack, nack, extend or disconnect does to that.
+
+Pure in the sense that matters for testing: no I/O, no clock, no locks, no randomness.
+Every transition takes `now` and the facts it needs about the jobs log (`head`, `live(seq)`)
+as arguments and returns what the caller must carry out (Lease events to log, jobs to
+delete or dead-letter) as values. A `LeaseBook` is updated in place instead of being
+copied: a claim must cost O(jobs handed out), not O(projection).
+
+Owner: `seglog.engine.queues`, under the topic's lock. Expiry is lazy (the sweep that opens
+every transition), driven by a min-heap of deadlines, so no per-job timers exist. Stale heap
+entries (a lease acked, released or extended since) are recognised and dropped.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from seglog.core.frame_bodies import LEASE_ACKED, LEASE_CLAIMED, LEASE_EXTENDED, LEASE_RELEASED
+
+Live = Callable[[int], bool]
+
+
+@dataclass(slots=True)
+class Lease:
+    node: str
+    lease_id: int
+    deadline: int
+    conn: int = 0  # the `/work` connection the lease was delivered on; 0 for polling claims
+
+
+@dataclass(frozen=True, slots=True)
+class Claimer:
+    """One member of a claim cohort: `max` is already clamped to [1, 1000]."""
+
+    node: str
+    max: int
+    conn: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    claimer: int  # index into the cohort
+    seq: int
+    lease_id: int
+    deadline: int
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseEvent:
+    """One entry of the leases log: what a Lease frame (STORAGE §3.2, type 10) carries.
+    For `released`, a non-zero `deadline` is when a delayed nack makes the job due again."""
+
+    event: int
+    seq: int
+    lease_id: int
+    deadline: int
+    deliveries: int
+    node: str
+
+
+@dataclass(slots=True)
+class ClaimOutcome:
+    grants: list[Grant] = field(default_factory=list)
+    dead: list[int] = field(default_factory=list)  # seqs to dead-letter, in pass order
+    events: list[LeaseEvent] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Settled:
+    """The outcome of an ack, nack or extend: `done` and `skipped` in request order."""
+
+    done: list[int] = field(default_factory=list)
+    skipped: list[int] = field(default_factory=list)
+    events: list[LeaseEvent] = field(default_factory=list)
+    deadlines: dict[int, int] = field(default_factory=dict)  # extend: seq → new deadline
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    ready: int
+    in_flight: int
+
+
+class LeaseBook:
+    """SEMANTICS §10.1's projection: `leases`, `deliveries`, `reclaim`, `delayed`,
+    `claim_cursor`, `dead_lettered`, `next_lease_id`."""
+
+    __slots__ = (
+        "_by_conn",
+        "_deadlines",
+        "_delay_at",
+        "_delayed",
+        "_in_reclaim",
+        "_reclaim",
+        "claim_cursor",
+        "dead_lettered",
+        "deliveries",
+        "leases",
+        "next_lease_id",
+    )
+
+    def __init__(self) -> None:
+        self.leases: dict[int, Lease] = {}
+        self.deliveries: dict[int, int] = {}
+        self.claim_cursor = 1
+        self.dead_lettered = 0
+        self.next_lease_id = 1
+        self._reclaim: list[int] = []  # min-heap; `_in_reclaim` makes it a set
+        self._in_reclaim: set[int] = set()
+        self._delayed: list[tuple[int, int]] = []  # (ready_at, seq) min-heap, may be stale
+        self._delay_at: dict[int, int] = {}  # the current delay of each delayed seq
+        self._deadlines: list[tuple[int, int, int]] = []  # (deadline, seq, lease_id), may be stale
+        self._by_conn: dict[int, set[int]] = {}
+
+    # ---- queries ------------------------------------------------------------------------
+    def held_by_conn(self, conn: int) -> int:
+        """Leases delivered on `conn` (call after a sweep: all of them are un-expired)."""
+        return len(self._by_conn.get(conn, ()))
+
+    def counts(self, now: int, live_count: int, live: Live) -> Counts:
+        """SEMANTICS §10.5 (sweeps first)."""
+        self.sweep(now)
+        leased = sum(1 for s in self.leases if live(s))
+        delayed = sum(1 for s in self._delay_at if s not in self.leases and live(s))
+        return Counts(max(live_count - leased - delayed, 0), leased)
+
+    def reclaimable(self) -> list[int]:
+        """The reclaim set, ascending (for tests and diagnostics)."""
+        return sorted(self._in_reclaim)
+
+    def delayed(self) -> dict[int, int]:
+        return dict(self._delay_at)
+
+    # ---- sweep --------------------------------------------------------------------------
+    def sweep(self, now: int) -> list[int]:
+        """SEMANTICS §10.2: due delayed nacks and expired leases go to `reclaim`. Returns
+        the seqs whose lease expired."""
+        delayed = self._delayed
+        while delayed and delayed[0][0] <= now:
+            at, seq = heapq.heappop(delayed)
+            if self._delay_at.get(seq) != at:
+                continue
+            del self._delay_at[seq]
+            if seq not in self.leases:
+                self._push_reclaim(seq)
+        expired: list[int] = []
+        dl = self._deadlines
+        while dl and dl[0][0] < now:
+            deadline, seq, lease_id = heapq.heappop(dl)
+            lease = self.leases.get(seq)
+            if lease is None or lease.lease_id != lease_id or lease.deadline != deadline:
+                continue
+            self._drop_lease(seq, lease)
+            self._push_reclaim(seq)
+            expired.append(seq)
+        return expired
+
+    # ---- claim pass ---------------------------------------------------------------------
+    def claim(
+        self,
+        cohort: Sequence[Claimer],
+        now: int,
+        lease_ms: int,
+        head: int,
+        live: Live,
+        max_deliveries: int = 0,
+        dead_letter: bool = False,
+    ) -> ClaimOutcome:
+        """SEMANTICS §10.3: serve the cohort round-robin, reclaimed work before fresh work.
+        `lease_ms` is already clamped. A job over `max_deliveries` (with a dead-letter topic)
+        is not leased: it is reported in `dead` for the caller to divert."""
+        self.sweep(now)
+        out = ClaimOutcome()
+        remaining = [c.max for c in cohort]
+        turn = [i for i, n in enumerate(remaining) if n > 0]
+        deadline = now + lease_ms
+        pos = 0
+        while turn:
+            seq = self._next_candidate(head, live)
+            if seq is None:
+                break
+            d = self.deliveries.get(seq, 0) + 1
+            if dead_letter and max_deliveries > 0 and d > max_deliveries:
+                self.deliveries.pop(seq, None)
+                self.dead_lettered += 1
+                out.dead.append(seq)
+                continue
+            pos %= len(turn)
+            ci = turn[pos]
+            c = cohort[ci]
+            lease_id = self.next_lease_id
+            self.next_lease_id += 1
+            self._set_lease(seq, Lease(c.node, lease_id, deadline, c.conn))
+            self.deliveries[seq] = d
+            out.grants.append(Grant(ci, seq, lease_id, deadline, d))
+            out.events.append(LeaseEvent(LEASE_CLAIMED, seq, lease_id, deadline, d, c.node))
+            remaining[ci] -= 1
+            if remaining[ci] == 0:
+                turn.pop(pos)  # the next claimer slides into `pos`
+            else:
+                pos += 1
+        return out
+
+    def _next_candidate(self, head: int, live: Live) -> int | None:
+        while self._reclaim:
+            seq = heapq.heappop(self._reclaim)
+            self._in_reclaim.discard(seq)
+            if seq in self.leases or seq in self._delay_at or not live(seq):
+                continue
+            return seq
+        while self.claim_cursor <= head:
+            seq = self.claim_cursor
+            self.claim_cursor += 1
+            if seq in self.leases or seq in self._delay_at or not live(seq):
+                continue
+            return seq
+        return None
+
+    def undo_dead_letter(self, seqs: Sequence[int]) -> None:
+        """The dead-letter append failed: the jobs are due again and the counter rolls
+        back (at-least-once, SEMANTICS §10.6)."""
+        self.dead_lettered -= len(seqs)
+        for seq in seqs:
+            self._push_reclaim(seq)
+
+    def requeue(self, seqs: Sequence[int]) -> None:
+        """Acked jobs whose delete failed become claimable again (SEMANTICS §10.4)."""
+        for seq in seqs:
+            if seq not in self.leases:
+                self._push_reclaim(seq)
+
+    # ---- ack / nack / extend ------------------------------------------------------------
+    def _holder(self, node: str, seq: int, fence: int) -> Lease | None:
+        lease = self.leases.get(seq)
+        if lease is None or lease.node != node or (fence and fence != lease.lease_id):
+            return None
+        return lease
+
+    def ack(self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int) -> Settled:
+        """SEMANTICS §10.4: the lease and the delivery count go; deleting the job from the
+        jobs log is the caller's part. `fences[i]` 0 means no fence for `seqs[i]`."""
+        self.sweep(now)
+        out = Settled()
+        for i, seq in enumerate(seqs):
+            lease = self._holder(node, seq, fences[i] if fences else 0)
+            if lease is None:
+                out.skipped.append(seq)
+                continue
+            self._drop_lease(seq, lease)
+            d = self.deliveries.pop(seq, 0)
+            out.done.append(seq)
+            out.events.append(LeaseEvent(LEASE_ACKED, seq, lease.lease_id, 0, d, node))
+        return out
+
+    def nack(
+        self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int, delay_ms: int
+    ) -> Settled:
+        self.sweep(now)
+        out = Settled()
+        for i, seq in enumerate(seqs):
+            lease = self._holder(node, seq, fences[i] if fences else 0)
+            if lease is None:
+                out.skipped.append(seq)
+                continue
+            self._drop_lease(seq, lease)
+            at = now + delay_ms if delay_ms > 0 else 0
+            self._release(seq, at)
+            out.done.append(seq)
+            d = self.deliveries.get(seq, 0)
+            out.events.append(LeaseEvent(LEASE_RELEASED, seq, lease.lease_id, at, d, node))
+        return out
+
+    def extend(
+        self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int, lease_ms: int
+    ) -> Settled:
+        self.sweep(now)
+        out = Settled()
+        deadline = now + lease_ms
+        for i, seq in enumerate(seqs):
+            lease = self._holder(node, seq, fences[i] if fences else 0)
+            if lease is None:
+                out.skipped.append(seq)
+                continue
+            lease.deadline = deadline
+            heapq.heappush(self._deadlines, (deadline, seq, lease.lease_id))
+            out.done.append(seq)
+            out.deadlines[seq] = deadline
+            d = self.deliveries.get(seq, 0)
+            out.events.append(LeaseEvent(LEASE_EXTENDED, seq, lease.lease_id, deadline, d, node))
+        return out
+
+    def release_conn(self, conn: int) -> list[LeaseEvent]:
+        """SEMANTICS §10.7: a `/work` connection ended; its leases are due again at once."""
+        events: list[LeaseEvent] = []
+        for seq in sorted(self._by_conn.get(conn, ())):
+            lease = self.leases[seq]
+            self._drop_lease(seq, lease)
+            self._push_reclaim(seq)
+            d = self.deliveries.get(seq, 0)
+            events.append(LeaseEvent(LEASE_RELEASED, seq, lease.lease_id, 0, d, lease.node))
+        self._by_conn.pop(conn, None)
+        return events
+
+    # ---- replay ---------------------------------------------------------------------------
+    def replay(self, ev: LeaseEvent) -> None:
+        """Re-apply a logged event (STORAGE §6): release/extend/ack act only when their
+        `lease_id` matches the current lease; the cursor is not moved (claims are found by
+        skipping leased seqs)."""
+        seq = ev.seq
+        if ev.event == LEASE_CLAIMED:
+            old = self.leases.get(seq)
+            if old is not None:
+                self._drop_lease(seq, old)
+            self._delay_at.pop(seq, None)
+            self._set_lease(seq, Lease(ev.node, ev.lease_id, ev.deadline))
+            self.deliveries[seq] = ev.deliveries
+            self.next_lease_id = max(self.next_lease_id, ev.lease_id + 1)
+            return
+        lease = self.leases.get(seq)
+        if lease is None or lease.lease_id != ev.lease_id:
+            return
+        if ev.event == LEASE_EXTENDED:
+            lease.deadline = ev.deadline
+            heapq.heappush(self._deadlines, (ev.deadline, seq, lease.lease_id))
+        elif ev.event == LEASE_RELEASED:
+            self._drop_lease(seq, lease)
+            self._release(seq, ev.deadline)
+        elif ev.event == LEASE_ACKED:
+            self._drop_lease(seq, lease)
+            self.deliveries.pop(seq, None)
+
+    # ---- internals ------------------------------------------------------------------------
+    def _set_lease(self, seq: int, lease: Lease) -> None:
+        self.leases[seq] = lease
+        heapq.heappush(self._deadlines, (lease.deadline, seq, lease.lease_id))
+        if lease.conn:
+            self._by_conn.setdefault(lease.conn, set()).add(seq)
+
+    def _drop_lease(self, seq: int, lease: Lease) -> None:
+        del self.leases[seq]
+        if lease.conn:
+            held = self._by_conn.get(lease.conn)
+            if held is not None:
+                held.discard(seq)
+                if not held:
+                    del self._by_conn[lease.conn]
+
+    def _release(self, seq: int, ready_at: int) -> None:
+        if ready_at > 0:
+            self._delay_at[seq] = ready_at
+            heapq.heappush(self._delayed, (ready_at, seq))
+        else:
+            self._push_reclaim(seq)
+
+    def _push_reclaim(self, seq: int) -> None:
+        if seq not in self._in_reclaim:
+            self._in_reclaim.add(seq)
+            heapq.heappush(self._reclaim, seq)
