@@ -240,9 +240,17 @@ class LeaseBook:
             return None
         return lease
 
-    def ack(self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int) -> Settled:
-        """SEMANTICS §10.4: the lease and the delivery count go; deleting the job from the
-        jobs log is the caller's part. `fences[i]` 0 means no fence for `seqs[i]`."""
+    def _settle(
+        self,
+        node: str,
+        seqs: Sequence[int],
+        fences: Sequence[int],
+        now: int,
+        act: Callable[[int, Lease], LeaseEvent],
+    ) -> Settled:
+        """SEMANTICS §10.4's common part: after a sweep, `act` on each requested seq whose
+        un-expired lease `node` holds (and whose fence, when given, matches); the rest are
+        skipped. `fences[i]` 0 means no fence for `seqs[i]`."""
         self.sweep(now)
         out = Settled()
         for i, seq in enumerate(seqs):
@@ -250,47 +258,47 @@ class LeaseBook:
             if lease is None:
                 out.skipped.append(seq)
                 continue
+            out.events.append(act(seq, lease))
+            out.done.append(seq)
+        return out
+
+    def ack(self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int) -> Settled:
+        """The lease and the delivery count go; deleting the job from the jobs log is the
+        caller's part."""
+
+        def act(seq: int, lease: Lease) -> LeaseEvent:
             self._drop_lease(seq, lease)
             d = self.deliveries.pop(seq, 0)
-            out.done.append(seq)
-            out.events.append(LeaseEvent(LEASE_ACKED, seq, lease.lease_id, 0, d, node))
-        return out
+            return LeaseEvent(LEASE_ACKED, seq, lease.lease_id, 0, d, node)
+
+        return self._settle(node, seqs, fences, now, act)
 
     def nack(
         self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int, delay_ms: int
     ) -> Settled:
-        self.sweep(now)
-        out = Settled()
-        for i, seq in enumerate(seqs):
-            lease = self._holder(node, seq, fences[i] if fences else 0)
-            if lease is None:
-                out.skipped.append(seq)
-                continue
+        at = now + delay_ms if delay_ms > 0 else 0
+
+        def act(seq: int, lease: Lease) -> LeaseEvent:
             self._drop_lease(seq, lease)
-            at = now + delay_ms if delay_ms > 0 else 0
             self._release(seq, at)
-            out.done.append(seq)
             d = self.deliveries.get(seq, 0)
-            out.events.append(LeaseEvent(LEASE_RELEASED, seq, lease.lease_id, at, d, node))
-        return out
+            return LeaseEvent(LEASE_RELEASED, seq, lease.lease_id, at, d, node)
+
+        return self._settle(node, seqs, fences, now, act)
 
     def extend(
         self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int, lease_ms: int
     ) -> Settled:
-        self.sweep(now)
-        out = Settled()
         deadline = now + lease_ms
-        for i, seq in enumerate(seqs):
-            lease = self._holder(node, seq, fences[i] if fences else 0)
-            if lease is None:
-                out.skipped.append(seq)
-                continue
+
+        def act(seq: int, lease: Lease) -> LeaseEvent:
             lease.deadline = deadline
             heapq.heappush(self._deadlines, (deadline, seq, lease.lease_id))
-            out.done.append(seq)
-            out.deadlines[seq] = deadline
             d = self.deliveries.get(seq, 0)
-            out.events.append(LeaseEvent(LEASE_EXTENDED, seq, lease.lease_id, deadline, d, node))
+            return LeaseEvent(LEASE_EXTENDED, seq, lease.lease_id, deadline, d, node)
+
+        out = self._settle(node, seqs, fences, now, act)
+        out.deadlines = dict.fromkeys(out.done, deadline)
         return out
 
     def release_conn(self, conn: int) -> list[LeaseEvent]:

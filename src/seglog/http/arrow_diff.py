@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.engine.column_read import columns_of_records
 from seglog.model import ReadResult
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -30,10 +29,12 @@ def encode_arrow_diff(
     res: ReadResult, include_tags: bool, include_meta: bool, scalars: bytes
 ) -> bytes:
     """One IPC stream: the schema (with `scalars` under `seglog`) and at most one batch,
-    from a columnar read's `columns` (or its `records`, converted)."""
+    from a columnar read (`Engine.read(..., columnar=True)`)."""
     import pyarrow as pa
 
-    cols = res.columns if res.columns is not None else columns_of_records(res.records)
+    cols = res.columns
+    if cols is None:
+        raise ValueError("encode_arrow_diff needs a columnar read")
     fields: list[Any] = [
         pa.field("seq", pa.int64(), nullable=False),
         pa.field("ts", pa.int64(), nullable=False),

@@ -181,10 +181,6 @@ def _read_lines(texts: pa.Array, typ: pa.DataType) -> pa.Array | None:
     )
 
 
-def json_text(value: Any) -> str:
-    return orjson.dumps(value).decode()
-
-
 # ---- sink ---------------------------------------------------------------------------------
 
 
