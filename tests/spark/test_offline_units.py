@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from seglog.clock import ManualClock
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import relocate_cold, seal_topic
 from seglog.model import Durability, RecordIn, Selector, TopicConfig
@@ -32,6 +33,7 @@ from seglog.spark.files import (
 from seglog.spark.options import SeglogOptionError, parse_files_options
 from seglog.spark.schema import arrow_schema
 from seglog.storage.fs import RealFs
+from seglog.storage.segment import list_topic_segments
 from seglog.storage.snapshot import load_latest_snapshot
 from seglog.storage.wal_files import discover_groups
 from seglog.storage.walscan import scan_group
@@ -338,3 +340,30 @@ def test_unfinished_submission_is_not_returned(tmp_path: Path) -> None:
     got = offline(root)
     assert got == online_after_restart(root, tmp_path)
     assert max(r[1] for r in got if r[0] == "b") == b.head
+
+
+def test_segments_with_nothing_live_get_no_partition(tmp_path: Path) -> None:
+    """Sealed segments whose records all passed their TTL by the planning time (the server,
+    stopped, never got to remove the files) are not tasks: a task per dead segment would read
+    and verify it only to drop every row."""
+    root = tmp_path / "dir"
+    t0 = 1_700_000_000_000
+    clock = ManualClock(t0)
+    e = Engine(options(root), clock=clock)
+    e.open()
+    e.put_topic("a", TopicConfig(ttl_ms=15_000))
+    e.write("a", recs(100, 0))
+    clock.advance(10_000)
+    e.write("a", recs(100, 100))
+    seal_all(e)
+    e.close(snapshot=True)
+    opts = parse_files_options({"path": str(root / "data"), "coldPath": str(root / "cold")})
+    parts = plan(opts, t0 + 20_000)
+    segs = [p for p in parts if isinstance(p, SegmentPartition)]
+    on_disk = {
+        (s.first_seq, s.last_seq)
+        for s in list_topic_segments(root / "data", segs[0].topic_id, root / "cold")
+    }
+    assert {(1, 50), (51, 100)} <= on_disk  # still there: the test needs dead segments
+    assert [(p.first_seq, p.last_seq) for p in segs] == [(101, 150), (151, 200)]
+    assert all(p.live for p in segs) and len(parts) == 2
