@@ -409,6 +409,15 @@ class DropTopicResult:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueCounts:
+    """The `queue` member of a queue topic's state (API §2.2, SEMANTICS §10.5)."""
+
+    ready: int
+    in_flight: int
+    dead_lettered: int
+
+
+@dataclass(frozen=True, slots=True)
 class TopicInfo:
     """Topic state as reported by GET /v0/topics/:topic and the list endpoint."""
 
@@ -421,6 +430,7 @@ class TopicInfo:
     effective_priority: int
     last_write_ts: int | None
     last_read_ts: int | None
+    queue: QueueCounts | None = None  # queue topics only
 
     @property
     def next_seq(self) -> int:

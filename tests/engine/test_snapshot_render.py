@@ -45,7 +45,7 @@ def row_sets(draw: st.DrawFn) -> Rows:
     )
 
 
-@settings(max_examples=200, derandomize=True, database=None)
+@settings(max_examples=200, derandomize=True, database=None, deadline=None)
 @given(row_sets())
 def test_raw_and_parsed_restores_build_the_same_topic(rows: Rows) -> None:
     head = rows.first_seq + len(rows.ts) - 1 if rows.ts else rows.first_seq - 1

@@ -3,6 +3,7 @@ payloads spliced byte for byte."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -10,7 +11,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.http.responses import (
-    QueueCounts,
     encode_delete_result,
     encode_drop_topic,
     encode_put_topic,
@@ -25,6 +25,7 @@ from seglog.model import (
     DeleteResult,
     DropTopicResult,
     PutTopicResult,
+    QueueCounts,
     ReadResult,
     Record,
     Tombstone,
@@ -141,7 +142,7 @@ def test_encode_topic_info() -> None:
     assert out["type"] == "log" and out["next_seq"] == 6 and out["last_write_ts"] is None
     assert out["config"] == TopicConfig().to_dict()
     q = QueueCounts(ready=3, in_flight=1, dead_lettered=0)
-    out = orjson.loads(encode_topic_info(topic_info(), 0.05, q))
+    out = orjson.loads(encode_topic_info(replace(topic_info(), queue=q), 0.05))
     assert out["queue"] == {"ready": 3, "in_flight": 1, "dead_lettered": 0}
     assert list(out)[-2:] == ["queue", "performance"]
 

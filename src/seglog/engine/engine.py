@@ -31,7 +31,7 @@ from seglog.core.frame_bodies import (
 from seglog.core.frames import FrameType, encode_control
 from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
-from seglog.engine import column_read, deletes, payloads, retention, snapshots, writes
+from seglog.engine import column_read, deletes, payloads, queues, retention, snapshots, writes
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
@@ -49,6 +49,7 @@ from seglog.model import (
     DropTopicResult,
     Durability,
     PutTopicResult,
+    QueueCounts,
     ReadResult,
     RecordIn,
     Selector,
@@ -99,6 +100,7 @@ class Engine:
         self.routers = RouterTable()
         self.publisher = Publisher(self.clock, self.retain)
         self.forwarder = self._new_forwarder()
+        self.queues = queues.Queues(self)
         self.seal_policy = SealPolicy(
             options.segment_max_events,
             options.segment_max_bytes,
@@ -462,7 +464,13 @@ class Engine:
             ),
             last_write_ts=t.last_write_ts,
             last_read_ts=t.last_read_ts,
+            queue=self._queue_counts(t, now),
         )
+
+    @staticmethod
+    def _queue_counts(t: TopicState, now: int) -> QueueCounts | None:
+        """Under `t.lock`: a queue topic's counters (SEMANTICS §10.5)."""
+        return queues.counts_of(t, now) if t.config.type is TopicType.QUEUE else None
 
     def get_topic(self, name: str, touch: bool = True) -> TopicInfo:
         t = self._topic(name)
@@ -577,6 +585,11 @@ class Engine:
         if head is not None:
             self.publisher.notify(name, head)
         return PendingWrite(name, op, created, False)
+
+    def submit_frames(self, topic_id: int, frames: list[bytes]) -> Commit:
+        """Queue encoded fsync-flagged frames for `topic_id`'s shard without waiting (best-
+        effort records such as Lease events; raises `throttled` when the WAL queue is full)."""
+        return self._submit(topic_id, frames, True)
 
     def _submit(self, topic_id: int, frames: list[bytes], durable: bool) -> Commit:
         """Queue one atomic WAL submission; the one place WAL errors become API errors."""
@@ -709,6 +722,7 @@ class Engine:
 
     def stats(self) -> EngineStats:
         rows: list[TopicStats] = []
+        now = self.clock.now_ms()
         for name in self.registry.sorted_names():
             t = self.registry.get(name)
             if t is None:
@@ -723,6 +737,7 @@ class Engine:
                         t.earliest(),
                         t.count,
                         t.bytes,
+                        self._queue_counts(t, now),
                     )
                 )
         wal = self.wal.metrics() if self.wal is not None else WalMetrics()

@@ -28,6 +28,7 @@ from seglog.core.frame_bodies import (
 from seglog.core.frame_scanner import RawFrame
 from seglog.core.frames import FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob
+from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
 from seglog.engine.snapshots import restore_topic, snapshot_positions
@@ -367,6 +368,8 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         t.evict_floor = max(t.evict_floor, w.evict_floor)
         t.expiry_floor = max(t.expiry_floor, w.expiry_floor)
         t.pop_front()
+    elif ft is FrameType.LEASE:
+        replay_lease(t, f)
     elif ft is FrameType.HEAD_WATERMARK:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
 

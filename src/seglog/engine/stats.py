@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seglog.model import Durability
+from seglog.model import Durability, QueueCounts
 from seglog.storage.wal_metrics import WalMetrics
 
 
@@ -19,6 +19,7 @@ class TopicStats:
     earliest_seq: int
     records_live: int
     bytes_live: int
+    queue: QueueCounts | None = None  # queue topics only
 
 
 @dataclass(frozen=True, slots=True)

@@ -127,6 +127,7 @@ class TopicState:
     last_consumed_ms: int | None = None
     deleted: bool = False
     segments: Any = None  # TopicSegments for persistent topics (engine-owned)
+    leases: Any = None  # LeaseBook of a queue topic, created on first use (engine.queues)
 
     # ---- derived values -------------------------------------------------------------
     @property

@@ -20,8 +20,8 @@ def collect(stats: EngineStats, uptime_ms: int) -> MetricsSnapshot:
                 earliest_seq=t.earliest_seq,
                 records_live=t.records_live,
                 bytes_live=t.bytes_live,
-                queue_ready=t.records_live if t.is_queue else None,
-                queue_in_flight=0 if t.is_queue else None,
+                queue_ready=None if t.queue is None else t.queue.ready,
+                queue_in_flight=None if t.queue is None else t.queue.in_flight,
             )
         )
     m = stats.wal
@@ -50,6 +50,7 @@ def collect(stats: EngineStats, uptime_ms: int) -> MetricsSnapshot:
         records_live=sum(t.records_live for t in stats.topics),
         bytes_live=sum(t.bytes_live for t in stats.topics),
         queue_topics=sum(t.is_queue for t in stats.topics),
+        queue_leases_in_flight=sum(t.queue.in_flight for t in stats.topics if t.queue),
         ready=stats.ready,
         replay_progress=stats.replay_progress,
         uptime_ms=uptime_ms,

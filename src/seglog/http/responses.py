@@ -8,7 +8,6 @@ they are spliced back with `orjson.Fragment`, never re-encoded.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -111,16 +110,7 @@ def encode_read_result(
     return orjson.dumps({"topic": fields.pop("topic"), "records": records, **fields})
 
 
-@dataclass(frozen=True, slots=True)
-class QueueCounts:
-    """The `queue` member of a queue topic's state (API §2.2)."""
-
-    ready: int
-    in_flight: int
-    dead_lettered: int
-
-
-def encode_topic_info(info: TopicInfo, total_ms: float, queue: QueueCounts | None = None) -> bytes:
+def encode_topic_info(info: TopicInfo, total_ms: float) -> bytes:
     body: dict[str, Any] = {
         "topic": info.topic,
         "type": info.config.type.value,
@@ -134,6 +124,7 @@ def encode_topic_info(info: TopicInfo, total_ms: float, queue: QueueCounts | Non
         "last_write_ts": info.last_write_ts,
         "last_read_ts": info.last_read_ts,
     }
+    queue = info.queue
     if queue is not None:
         body["queue"] = {
             "ready": queue.ready,

@@ -21,7 +21,6 @@ from seglog.http.common import (
 from seglog.http.cursors import decode_cursor, encode_cursor
 from seglog.http.query_params import parse_bool_query, parse_page_size
 from seglog.http.responses import (
-    QueueCounts,
     encode_drop_topic,
     encode_put_topic,
     encode_topic_info,
@@ -30,7 +29,6 @@ from seglog.http.responses import (
 )
 from seglog.http.topic_config import parse_config
 from seglog.http.write_request import check_idempotency_key, parse_write
-from seglog.model import TopicType
 
 
 async def topic_root(request: Request) -> Response:
@@ -64,11 +62,7 @@ async def get_topic(request: Request) -> Response:
     require(request, (Scope.READ,), name)
     touch = parse_bool_query(request.query_params.get("touch"), True)
     info = await server_state(request).db.get_topic(name, touch)
-    queue = None
-    if info.config.type is TopicType.QUEUE:
-        # No lease machinery in this build: every live job is ready, none in flight.
-        queue = QueueCounts(ready=info.count, in_flight=0, dead_lettered=0)
-    return json_response(encode_topic_info(info, elapsed_ms(t0), queue))
+    return json_response(encode_topic_info(info, elapsed_ms(t0)))
 
 
 async def put_topic(request: Request) -> Response:

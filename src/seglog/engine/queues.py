@@ -1,0 +1,302 @@
+"""Queue topics (SEMANTICS §10): claim, ack, nack, extend and `/work` releases, carried out
+against the jobs log.
+
+The lease projection of a queue topic instance is a `LeaseBook` (pure state machine) kept
+on its `TopicState` and only touched under that topic's lock, so a claim pass, an ack and an
+append to the same topic are serialized and a job has at most one holder. What a transition
+asks for outside the book happens here: Lease frames (only with `leases_durable` on a
+persistent class, submitted under the lock so they keep their order, never waited for),
+deleting acked or dead-lettered jobs (an explicit-seq delete through the normal delete path,
+durable before it returns on an `fsync` topic) and the dead-letter copies (an ordinary write
+to the dead-letter topic). Every call may wait for the disk: callers on an event loop run
+them in a thread.
+
+A lease book is not in snapshots (STORAGE §5.2): after a restart it is rebuilt from the
+Lease frames after the snapshot (durable leases) or starts empty, so every unacked job is
+claimable again. An acked job is deleted from the log before the ack returns, so it never
+comes back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import orjson
+
+from seglog.core.frame_bodies import LeaseBody
+from seglog.core.frames import FrameType, WalFrame, encode_control
+from seglog.core.leases import Claimer, LeaseBook, LeaseEvent
+from seglog.engine import payloads
+from seglog.engine.topic import PLACEHOLDER, Missing, TopicState
+from seglog.errors import ErrorCode, SeglogError, topic_not_found
+from seglog.model import LEASE_MS_MAX, LEASE_MS_MIN, QueueCounts, Record, RecordIn, TopicType
+
+if TYPE_CHECKING:
+    from seglog.engine.engine import Engine
+
+log = logging.getLogger("seglog.queues")
+
+MAX_CLAIM = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One leased job as a claim hands it out (API §9.1)."""
+
+    record: Record
+    lease_id: int
+    deadline: int
+    deliveries: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimResult:
+    topic: str
+    jobs: list[list[Job]]  # per cohort member, in delivery order
+    ready: int
+
+
+@dataclass(frozen=True, slots=True)
+class SettleResult:
+    """An ack, nack or extend: `done`/`skipped` in request order, counts after it."""
+
+    topic: str
+    done: list[int]
+    skipped: list[int]
+    ready: int
+    in_flight: int
+    deadlines: dict[int, int]
+
+
+def clamp_lease(lease_ms: int) -> int:
+    return min(max(lease_ms, LEASE_MS_MIN), LEASE_MS_MAX)
+
+
+def book_of(t: TopicState) -> LeaseBook:
+    """The topic instance's lease projection (under `t.lock`), created on first use."""
+    if t.leases is None:
+        t.leases = LeaseBook()
+    book: LeaseBook = t.leases
+    return book
+
+
+def counts_of(t: TopicState, now: int) -> QueueCounts:
+    """SEMANTICS §10.5, under `t.lock`."""
+    book = book_of(t)
+    c = book.counts(now, t.count, t.is_live)
+    return QueueCounts(c.ready, c.in_flight, book.dead_lettered)
+
+
+def replay_lease(t: TopicState, f: WalFrame) -> None:
+    """Recovery: re-apply one logged Lease event (STORAGE §6; non-ephemeral queues only)."""
+    if t.config.type is not TopicType.QUEUE or not t.persistent:
+        return
+    b = LeaseBody.decode(f.data)
+    book_of(t).replay(LeaseEvent(b.event, f.seq, b.lease_id, b.deadline, b.deliveries, b.node))
+
+
+def not_a_queue(name: str) -> SeglogError:
+    return SeglogError(ErrorCode.NOT_A_QUEUE, f"topic {name!r} is not a queue", {"topic": name})
+
+
+class Queues:
+    """The queue operations of one engine. Stateless itself: each book lives on its topic."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    def topic(self, name: str) -> TopicState:
+        """API §9: absent ⇒ `404 topic_not_found`, a log topic ⇒ `409 not_a_queue`."""
+        t = self.engine.registry.get(name)
+        if t is None:
+            raise topic_not_found(name)
+        if t.config.type is not TopicType.QUEUE:
+            raise not_a_queue(name)
+        return t
+
+    # ---- claim ----------------------------------------------------------------------------
+    def claim(self, name: str, cohort: Sequence[Claimer], lease_ms: int | None) -> ClaimResult:
+        """SEMANTICS §10.3: one pass serving `cohort` round-robin. Jobs over
+        `max_deliveries` are diverted to the dead-letter topic on the way."""
+        e = self.engine
+        t = self.topic(name)
+        e.forwarder.drain_into(name)
+        op = e.prepare_read(name)  # the retention pass, waited for
+        if op is not None:
+            e.drain(op)
+        now = e.clock.now_ms()
+        cfg = t.config
+        lease = clamp_lease(cfg.lease_ms if lease_ms is None else lease_ms)
+        with t.lock:
+            if t.deleted:
+                raise topic_not_found(name)
+            book = book_of(t)
+            out = book.claim(
+                cohort,
+                now,
+                lease,
+                t.head,
+                t.is_live,
+                cfg.max_deliveries,
+                cfg.dead_letter is not None,
+            )
+            self._log(t, out.events, now)
+            wanted = [g.seq for g in out.grants] + out.dead
+            records = self._records(t, wanted)
+        if out.dead:
+            self._dead_letter(t, [records[s] for s in out.dead], now)
+        jobs: list[list[Job]] = [[] for _ in cohort]
+        for g in out.grants:
+            jobs[g.claimer].append(Job(records[g.seq], g.lease_id, g.deadline, g.deliveries))
+        with t.lock:
+            ready = counts_of(t, now).ready
+        return ClaimResult(name, jobs, ready)
+
+    def _records(self, t: TopicState, seqs: list[int]) -> dict[int, Record]:
+        """Under `t.lock`: the records of live `seqs`; payloads that left memory are read
+        from their sealed segments (pinned here, read now: the lock is held for a claim's
+        few jobs only)."""
+        out: dict[int, Record] = {}
+        missing: list[Missing] = []
+        for seq in sorted(seqs):
+            i = seq - t.origin
+            data = t.data[i]
+            if data is None:
+                missing.append((len(missing), seq, t.ts[i], t.node[i], t.tag[i]))
+            else:
+                out[seq] = Record(seq, t.ts[i], data, t.meta[i], t.node[i], t.tag[i])
+        if missing:
+            segs = t.segments
+            if segs is None:
+                raise LookupError(f"{t.name!r}: payloads of {missing[0][1]} missing")
+            pins = segs.pin_range(missing[0][1], missing[-1][1])
+            filled = [PLACEHOLDER] * len(missing)
+            payloads.fill(filled, missing, segs.store, pins)
+            out.update((r.seq, r) for r in filled)
+        return out
+
+    def _dead_letter(self, t: TopicState, records: list[Record], now: int) -> None:
+        """SEMANTICS §10.6: copy to the dead-letter topic, then delete from the queue like
+        an ack; if the copy fails, the jobs are due again and the counter rolls back."""
+        cfg = t.config
+        assert cfg.dead_letter is not None
+        copies = [_dead_letter_copy(t.name, cfg.max_deliveries, r) for r in records]
+        seqs = [r.seq for r in records]
+        try:
+            self.engine.write(cfg.dead_letter, copies, create=True)
+        except SeglogError as err:
+            log.warning("queue %r: dead-lettering %d jobs failed: %s", t.name, len(seqs), err)
+            with t.lock:
+                book_of(t).undo_dead_letter(seqs)
+            return
+        self._delete(t, seqs)
+
+    # ---- ack / nack / extend ------------------------------------------------------------
+    def ack(self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]) -> SettleResult:
+        """SEMANTICS §10.4: the leases go, then the jobs are deleted from the log (durably
+        first on an `fsync` topic); a failed delete makes them claimable again and fails."""
+        t = self.topic(name)
+        now = self.engine.clock.now_ms()
+        with t.lock:
+            s = book_of(t).ack(node, seqs, fences, now)
+            self._log(t, s.events, now)
+        if s.done:
+            self._delete(t, s.done)
+        return self._settled(t, s.done, s.skipped, now, {})
+
+    def nack(
+        self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int], delay_ms: int
+    ) -> SettleResult:
+        t = self.topic(name)
+        now = self.engine.clock.now_ms()
+        with t.lock:
+            s = book_of(t).nack(node, seqs, fences, now, delay_ms)
+            self._log(t, s.events, now)
+        return self._settled(t, s.done, s.skipped, now, {})
+
+    def extend(
+        self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int], lease_ms: int
+    ) -> SettleResult:
+        t = self.topic(name)
+        now = self.engine.clock.now_ms()
+        with t.lock:
+            s = book_of(t).extend(node, seqs, fences, now, clamp_lease(lease_ms))
+            self._log(t, s.events, now)
+        return self._settled(t, s.done, s.skipped, now, s.deadlines)
+
+    def release_conn(self, name: str, conn: int) -> int:
+        """SEMANTICS §10.7: a `/work` connection ended; its jobs are claimable at once.
+        Returns how many were released (0 if the topic is gone)."""
+        t = self.engine.registry.get(name)
+        if t is None or t.leases is None:
+            return 0
+        with t.lock:
+            events = book_of(t).release_conn(conn)
+            self._log(t, events, self.engine.clock.now_ms())
+        return len(events)
+
+    def held_by_conn(self, name: str, conn: int) -> int:
+        """Un-expired leases delivered on `conn` (sweeps first)."""
+        t = self.topic(name)
+        now = self.engine.clock.now_ms()
+        with t.lock:
+            book = book_of(t)
+            book.sweep(now)
+            return book.held_by_conn(conn)
+
+    def counts(self, name: str) -> QueueCounts:
+        t = self.topic(name)
+        with t.lock:
+            return counts_of(t, self.engine.clock.now_ms())
+
+    # ---- internals ------------------------------------------------------------------------
+    def _settled(
+        self, t: TopicState, done: list[int], skipped: list[int], now: int, dl: dict[int, int]
+    ) -> SettleResult:
+        with t.lock:
+            c = counts_of(t, now)
+        return SettleResult(t.name, done, skipped, c.ready, c.in_flight, dl)
+
+    def _delete(self, t: TopicState, seqs: list[int]) -> None:
+        try:
+            self.engine.delete_records(t.name, seqs=seqs)
+        except SeglogError:
+            with t.lock:
+                book_of(t).requeue(seqs)
+            raise
+
+    def _log(self, t: TopicState, events: list[LeaseEvent], now: int) -> None:
+        """Under `t.lock`: the Lease frames of `events`, if this queue logs them. Best
+        effort (STORAGE §3.3): a lost lease event only makes a job claimable again."""
+        if not events or not t.config.leases_durable or not t.persistent:
+            return
+        frames = [
+            encode_control(
+                FrameType.LEASE,
+                t.topic_id,
+                LeaseBody(ev.event, ev.lease_id, ev.deadline, ev.deliveries, ev.node).encode(),
+                now,
+                True,
+                seq=ev.seq,
+            )
+            for ev in events
+        ]
+        try:
+            self.engine.submit_frames(t.topic_id, frames)
+        except SeglogError as err:
+            log.warning("queue %r: %d lease events not logged: %s", t.name, len(frames), err)
+
+
+def _dead_letter_copy(source: str, max_deliveries: int, r: Record) -> RecordIn:
+    """The job as the dead-letter topic receives it: `$node`, `$tag` and `data` kept, meta
+    extended with where it came from (a non-object meta becomes `{}` first)."""
+    meta = orjson.loads(r.meta_json) if r.meta_json is not None else {}
+    if not isinstance(meta, dict):
+        meta = {}
+    meta["$dead_letter_from"] = source
+    meta["$dead_letter_deliveries"] = str(max_deliveries)
+    meta["$dead_letter_src_seq"] = str(r.seq)
+    return RecordIn(r.data_json, orjson.dumps(meta), r.node, r.tag)
