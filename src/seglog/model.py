@@ -31,6 +31,11 @@ MAX_BATCH_BYTES = 8_388_608
 LEASE_MS_MIN = 100
 LEASE_MS_MAX = 86_400_000
 CLAIM_JITTER_MAX = 5000
+
+
+def clamp_lease(lease_ms: int) -> int:
+    """A queue lease duration as stored and applied: `[100, 86400000]` ms (API §2.1, §9)."""
+    return min(max(lease_ms, LEASE_MS_MIN), LEASE_MS_MAX)
 U64_MAX = 2**64 - 1
 
 
@@ -198,7 +203,7 @@ class TopicConfig:
             auto_create=boolean("auto_create", True),
             idempotency_window_ms=u64("idempotency_window_ms", 120_000),
             dedupe_node=boolean("dedupe_node", True),
-            lease_ms=min(max(u64("lease_ms", 30_000), LEASE_MS_MIN), LEASE_MS_MAX),
+            lease_ms=clamp_lease(u64("lease_ms", 30_000)),
             claim_jitter_ms=min(u64("claim_jitter_ms", 0), CLAIM_JITTER_MAX),
             max_deliveries=u64("max_deliveries", 0),
             dead_letter=dead_letter,

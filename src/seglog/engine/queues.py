@@ -22,20 +22,45 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import orjson
 
+from seglog.clock import Clock
 from seglog.core.frame_bodies import LeaseBody
 from seglog.core.frames import FrameType, WalFrame, encode_control
 from seglog.core.leases import Claimer, LeaseBook, LeaseEvent
 from seglog.engine import payloads
+from seglog.engine.ops import PendingOp
+from seglog.engine.registry import Registry
 from seglog.engine.topic import PLACEHOLDER, Missing, TopicState
 from seglog.errors import ErrorCode, SeglogError, topic_not_found
-from seglog.model import LEASE_MS_MAX, LEASE_MS_MIN, QueueCounts, Record, RecordIn, TopicType
+from seglog.model import (
+    DeleteResult,
+    QueueCounts,
+    Record,
+    RecordIn,
+    TopicType,
+    WriteResult,
+    clamp_lease,
+)
 
-if TYPE_CHECKING:
-    from seglog.engine.engine import Engine
+
+class QueueHost(Protocol):
+    """What queue operations need of the engine (the engine passes itself)."""
+
+    registry: Registry
+    clock: Clock
+
+    def drain_routers_into(self, name: str) -> None: ...
+    def prepare_read(self, name: str) -> PendingOp | None: ...
+    def drain(self, op: PendingOp) -> None: ...
+    def write(
+        self, name: str, records: Sequence[RecordIn], *, create: bool | None = None
+    ) -> WriteResult: ...
+    def delete_records(self, name: str, *, seqs: Sequence[int] = ()) -> DeleteResult: ...
+    def submit_frames(self, topic_id: int, frames: list[bytes]) -> object: ...
+
 
 log = logging.getLogger("seglog.queues")
 
@@ -71,10 +96,6 @@ class SettleResult:
     deadlines: dict[int, int]
 
 
-def clamp_lease(lease_ms: int) -> int:
-    return min(max(lease_ms, LEASE_MS_MIN), LEASE_MS_MAX)
-
-
 def book_of(t: TopicState) -> LeaseBook:
     """The topic instance's lease projection (under `t.lock`), created on first use."""
     if t.leases is None:
@@ -105,7 +126,7 @@ def not_a_queue(name: str) -> SeglogError:
 class Queues:
     """The queue operations of one engine. Stateless itself: each book lives on its topic."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: QueueHost) -> None:
         self.engine = engine
 
     def topic(self, name: str) -> TopicState:
@@ -123,7 +144,7 @@ class Queues:
         `max_deliveries` are diverted to the dead-letter topic on the way."""
         e = self.engine
         t = self.topic(name)
-        e.forwarder.drain_into(name)
+        e.drain_routers_into(name)
         op = e.prepare_read(name)  # the retention pass, waited for
         if op is not None:
             e.drain(op)

@@ -28,7 +28,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http import health, records, routers, topics, watch, ws
+from seglog.http import health, queues, records, routers, topics, watch, ws
 from seglog.http.app_state import RAW_SEND
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
@@ -178,6 +178,10 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/v0/topics/{topic}", topics.topic_root, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/diff", records.diff, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/delete", records.delete, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/claim", queues.claim, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/ack", queues.ack, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/nack", queues.nack, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/extend", queues.extend, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
         Route("/v0/routers", routers.list_routers, methods=["GET"]),
         Route("/v0/routers/{router}", routers.router_root, methods=ANY_METHOD),

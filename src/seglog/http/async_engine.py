@@ -14,9 +14,12 @@ from typing import Any, TypeVar
 
 from starlette.concurrency import run_in_threadpool
 
+from seglog.core.leases import Claimer
 from seglog.engine.aio import finish_op, finish_write
 from seglog.engine.engine import Engine
+from seglog.engine.queues import ClaimResult, Job, SettleResult
 from seglog.engine.stats import EngineStats
+from seglog.http.claim_cohorts import ClaimCohorts
 from seglog.model import (
     MAX_DIFF_LIMIT,
     DeleteResult,
@@ -48,6 +51,7 @@ class AsyncEngine:
         # Record writes being served right now (the live fan-out paces itself while any
         # are): counted here, where every write path (HTTP, WebSocket publish) passes.
         self.writes_in_flight = 0
+        self.claims = ClaimCohorts(self._claim_pass)
 
     # ---- cheap, lock-free facts ----------------------------------------------------------
     @property
@@ -116,6 +120,45 @@ class AsyncEngine:
 
     async def stats(self) -> EngineStats:
         return await blocking(self.engine.stats)
+
+    # ---- queues (API §9): every call may wait for a delete's commit or a retention pass --
+    def queue_topic(self, name: str) -> TopicConfig:
+        """Lock-free: the queue's config; `topic_not_found` / `not_a_queue` otherwise."""
+        return self.engine.queues.topic(name).config
+
+    async def claim(
+        self, name: str, claimer: Claimer, lease_ms: int | None
+    ) -> tuple[list[Job], int]:
+        """Through the topic's coalescing window when it has one (SEMANTICS §10.3)."""
+        window = self.queue_topic(name).claim_jitter_ms
+        return await self.claims.claim(name, claimer, lease_ms, window)
+
+    async def _claim_pass(
+        self, name: str, cohort: list[Claimer], lease_ms: int | None
+    ) -> ClaimResult:
+        return await blocking(self.engine.queues.claim, name, cohort, lease_ms)
+
+    async def ack(self, name: str, node: str, seqs: list[int], fences: list[int]) -> SettleResult:
+        return await blocking(self.engine.queues.ack, name, node, seqs, fences)
+
+    async def nack(
+        self, name: str, node: str, seqs: list[int], fences: list[int], delay_ms: int
+    ) -> SettleResult:
+        return await blocking(self.engine.queues.nack, name, node, seqs, fences, delay_ms)
+
+    async def extend(
+        self, name: str, node: str, seqs: list[int], fences: list[int], lease_ms: int
+    ) -> SettleResult:
+        return await blocking(self.engine.queues.extend, name, node, seqs, fences, lease_ms)
+
+    def held_by_conn(self, name: str, conn: int) -> int:
+        """Un-expired leases of a `/work` connection (in memory; cheap)."""
+        return self.engine.queues.held_by_conn(name, conn)
+
+    def release_conn(self, name: str, conn: int) -> int:
+        """A `/work` stream ended: its leases are due again (in memory; a Lease frame is only
+        queued, never waited for)."""
+        return self.engine.queues.release_conn(name, conn)
 
     # ---- data plane ------------------------------------------------------------------------
     async def write(
