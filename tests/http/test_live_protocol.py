@@ -43,7 +43,6 @@ Names = Callable[[str], str]
         ("POST", "/v0/topics/x/y/z"),
         ("GET", "/v0/routers/a->b/x"),
         ("GET", "/v0/watch/wid_abc"),  # an unknown session
-        ("GET", "/v0/topics/q/work"),
         ("GET", "/V0/health"),
         ("GET", "/v0/topics/a%2Fb/c"),
     ],

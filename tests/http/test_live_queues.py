@@ -5,6 +5,7 @@ counters in state and metrics, and acked jobs that never come back across a SIGK
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.http.conftest import ServerFactory
 from tests.http.live import JSON, data_records, describe, error_of, ok, put_topic, state, write
+from tests.http.test_live_watch import Frame, SseConn
 from tests.support.server import ServerProcess
 
 Names = Callable[[str], str]
@@ -174,9 +176,12 @@ def test_empty_seqs_and_lease_ids_are_fine(client: httpx.Client, topic: str) -> 
     write(client, topic, data_records(1))
     assert settle(client, "ack", topic, "w", [], lease_ids=[])["acked"] == 0
     job = claim(client, topic)["claimed"][0]
-    assert settle(client, "nack", topic, "w1", [1], lease_ids=[job["lease_id"]], delay_ms=10**15)[
-        "nacked"
-    ] == 1  # delay clamped to a day
+    assert (
+        settle(client, "nack", topic, "w1", [1], lease_ids=[job["lease_id"]], delay_ms=10**15)[
+            "nacked"
+        ]
+        == 1
+    )  # delay clamped to a day
     assert claim(client, topic)["count"] == 0 and state(client, topic)["queue"]["ready"] == 0
 
 
@@ -189,7 +194,9 @@ def test_dead_letter_over_http(client: httpx.Client, tname: Names) -> None:
     again = claim(client, q)
     assert again["count"] == 0 and again["ready"] == 0
     assert state(client, q)["queue"]["dead_lettered"] == 1
-    rec = ok(client.post(f"/v0/topics/{dlq}/diff", json={"include_meta": True, "include_tags": True}))
+    rec = ok(
+        client.post(f"/v0/topics/{dlq}/diff", json={"include_meta": True, "include_tags": True})
+    )
     (copy,) = rec["records"]
     assert copy["data"] == {"job": 1} and copy["$node"] == "n1" and copy["$tag"] == "t"
     assert copy["meta"] == {
@@ -291,7 +298,9 @@ def test_sigkill_never_brings_back_an_acked_job(
         srv.kill()
     srv.start()
     with httpx.Client(base_url=srv.url, timeout=30) as c:
-        live = [r["$seq"] for r in ok(c.post("/v0/topics/jobs/diff", json={"limit": 1000}))["records"]]
+        live = [
+            r["$seq"] for r in ok(c.post("/v0/topics/jobs/diff", json={"limit": 1000}))["records"]
+        ]
         assert not set(live) & set(acked) and len(live) == 300 - len(acked)
         handed: list[int] = []
         while got := [j["$seq"] for j in claim(c, "jobs", node="x", max=1000)["claimed"]]:
@@ -302,3 +311,106 @@ def test_sigkill_never_brings_back_an_acked_job(
             assert res["acked"] == len(held)
         else:  # every unacked job is claimable again
             assert sorted(handed) == live
+
+
+# --------------------------------------------------------------------------- /work
+
+
+def work(server: ServerProcess, name: str, query: str, **kw: Any) -> SseConn:
+    return SseConn(server.address, f"/v0/topics/{name}/work?{query}", **kw)
+
+
+def jobs_of(frames: list[Frame]) -> list[int]:
+    return [f.data["$seq"] for f in frames if f.event == "job"]
+
+
+def test_work_stream_pushes_refills_and_releases(
+    server: ServerProcess, client: httpx.Client, topic: str
+) -> None:
+    queue(client, topic)
+    write(client, topic, [{"data": {"n": 1}, "meta": {"m": 1}, "tag": "x"}, *data_records(2, 3)])
+    conn = work(server, topic, "node=pusher&max=2")
+    assert conn.headers["content-type"].startswith("text/event-stream")
+    first = conn.next_frame()
+    assert first is not None and first.retry == 2000
+    frames = conn.read_until(lambda f: f.event == "job" and f.data["$seq"] == 2)
+    job = frames[0].data
+    assert frames[0].id == "1" and list(job) == [
+        "topic", "$seq", "lease_id", "deadline", "$ts", "$tag", "deliveries", "data", "meta",
+    ]  # fmt: skip
+    assert (job["topic"], job["data"], job["meta"], job["deliveries"]) == (
+        topic,
+        {"n": 1},
+        {"m": 1},
+        1,
+    )
+    assert state(client, topic)["queue"]["in_flight"] == 2
+    # acking one job makes room: the stream refills with the next one
+    assert settle(client, "ack", topic, "pusher", [1])["acked"] == 1
+    assert jobs_of(conn.read_until(lambda f: f.event == "job")) == [3]
+    # nothing left: a new append is pushed at once
+    settle(client, "ack", topic, "pusher", [2])
+    write(client, topic, data_records(4))
+    assert jobs_of(conn.read_until(lambda f: f.event == "job")) == [4]
+    # a polling claim by the same node is its own lease; closing the stream releases only
+    # the stream's leases, at once
+    write(client, topic, data_records(5))
+    assert [j["$seq"] for j in claim(client, topic, node="pusher")["claimed"]] == [5]
+    conn.close()
+    deadline = time.monotonic() + 10
+    while state(client, topic)["queue"]["in_flight"] != 1 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    got = claim(client, topic, node="other", max=10)
+    assert [j["$seq"] for j in got["claimed"]] == [3, 4]
+    assert [j["deliveries"] for j in got["claimed"]] == [2, 2]
+
+
+def test_work_stream_checks(server: ServerProcess, client: httpx.Client, tname: Names) -> None:
+    q, log, absent = tname("q"), tname("log"), tname("absent")
+    queue(client, q)
+    write(client, log, data_records(1))
+    work(server, absent, "node=w", accept="application/json").error(406, "not_acceptable")
+    work(server, absent, "max=3").error(400, "invalid_request")
+    work(server, absent, "node=" + "n" * 129).error(400, "invalid_request")
+    work(server, absent, "node=w").error(404, "topic_not_found")
+    work(server, log, "node=w").error(409, "not_a_queue")
+    error_of(client.post(f"/v0/topics/{q}/work"), 405, "method_not_allowed")
+
+
+def test_work_stream_ends_when_the_topic_goes(
+    server: ServerProcess, client: httpx.Client, topic: str
+) -> None:
+    queue(client, topic)
+    conn = work(server, topic, "node=w&max=abc")  # unparseable max ⇒ 1
+    assert conn.next_frame() is not None  # retry
+    ok(client.delete(f"/v0/topics/{topic}"))
+    (err,) = conn.read_until(lambda f: f.event == "error")
+    assert err.data == {"code": 409, "error": "topic is no longer a queue", "topic": topic}
+    assert conn.next_frame() is None  # closed
+
+
+def test_work_stream_auth_and_token_query(auth_server: ServerProcess) -> None:
+    with httpx.Client(base_url=auth_server.url, timeout=15) as c:
+        ok(
+            c.put(
+                "/v0/topics/jobs.w",
+                json={"type": "queue"},
+                headers={"Authorization": "Bearer full"},
+            ),
+            201,
+        )
+        c.post(
+            "/v0/topics/jobs.w",
+            json={"records": data_records(1)},
+            headers={"Authorization": "Bearer full"},
+        )
+    work(auth_server, "jobs.w", "node=w").error(401, "unauthorized")
+    work(auth_server, "jobs.w", "node=w&token=ronly").error(403, "forbidden")
+    work(auth_server, "jobs.w", "node=w&token=wonly").error(403, "forbidden")
+    work(auth_server, "other.w", "node=w&token=rw").error(403, "forbidden")
+    conn = work(auth_server, "jobs.w", "node=w&token=rw")
+    assert jobs_of(conn.read_until(lambda f: f.event == "job")) == [1]
+    conn.close()
+    bearer = work(auth_server, "jobs.w", "node=w", headers={"Authorization": "Bearer full"})
+    assert bearer.status == 200
+    bearer.close()

@@ -19,6 +19,7 @@ import logging
 import re
 from collections.abc import MutableMapping
 from typing import Any
+from urllib.parse import parse_qs
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -28,7 +29,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http import health, queues, records, routers, topics, watch, ws
+from seglog.http import health, queues, records, routers, topics, watch, work_stream, ws
 from seglog.http.app_state import RAW_SEND
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
@@ -42,6 +43,7 @@ ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
 _WATCH_STREAM = re.compile(r"/v0/watch/[^/]+")  # GET /v0/watch/:wid, exactly
+_WORK_STREAM = re.compile(r"/v0/topics/[^/]+/work")  # GET /v0/topics/:q/work
 _LOGGED = "seglog.logged_exception"  # scope key: the exception already logged for this request
 
 
@@ -106,9 +108,14 @@ class Guard:
         auth_on = st.keyring.enabled
         principal: Principal | None = st.keyring.full_access
         # The SSE watch stream authenticates by session binding (API §1.2, §7.2), not up front.
-        exempt = scope["method"] in ("GET", "HEAD") and _WATCH_STREAM.fullmatch(path) is not None
+        stream_get = scope["method"] in ("GET", "HEAD")
+        exempt = stream_get and _WATCH_STREAM.fullmatch(path) is not None
+        work = stream_get and _WORK_STREAM.fullmatch(path) is not None
         if auth_on and not exempt and (path not in PROBE_PATHS or st.settings.probe_auth):
-            principal = st.keyring.authenticate(bearer_token(_header(scope, b"authorization")))
+            token = bearer_token(_header(scope, b"authorization"))
+            if token is None and work:  # `?token=` only on the SSE GETs (API §1.2)
+                token = _first_query(scope, "token")
+            principal = st.keyring.authenticate(token)
             if principal is None:
                 await _send_error(
                     send, SeglogError(ErrorCode.UNAUTHORIZED, "missing or unknown API key")
@@ -127,7 +134,9 @@ class Guard:
         cap = st.settings.max_inflight_per_key
         # A watch stream is not authenticated here (its session binding is checked by the
         # route) and holds no in-flight slot: stream GETs release theirs once open (§11).
-        key = principal.key_id if (auth_on and principal is not None and not exempt) else None
+        # A `/work` stream is authenticated here but holds no in-flight slot either.
+        counted = not exempt and not work
+        key = principal.key_id if (auth_on and principal is not None and counted) else None
         if key is not None and cap:
             n = st.inflight.get(key, 0)
             if n >= cap:
@@ -146,6 +155,11 @@ class Guard:
                     st.inflight[key] = left
                 else:
                     st.inflight.pop(key, None)
+
+
+def _first_query(scope: Scope, name: str) -> str | None:
+    given = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
+    return given[0] if given else None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:
@@ -182,6 +196,7 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/v0/topics/{topic}/ack", queues.ack, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/nack", queues.nack, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/extend", queues.extend, methods=ANY_METHOD),
+        Route("/v0/topics/{topic}/work", work_stream.open_work, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
         Route("/v0/routers", routers.list_routers, methods=["GET"]),
         Route("/v0/routers/{router}", routers.router_root, methods=ANY_METHOD),

@@ -79,7 +79,7 @@ def _not_allowed(request: Request) -> SeglogError:
     return SeglogError(ErrorCode.METHOD_NOT_ALLOWED, f"{request.method} is not allowed here")
 
 
-def _accepts_sse(accept: str | None) -> bool:
+def accepts_sse(accept: str | None) -> bool:
     if accept is None or not accept.strip():
         return True
     return "text/event-stream" in accept or "*/*" in accept
@@ -98,7 +98,7 @@ def _stream_token(request: Request) -> str | None:
 async def open_stream(request: Request) -> Response:
     if request.method != "GET":
         raise _not_allowed(request)
-    if not _accepts_sse(request.headers.get("accept")):
+    if not accepts_sse(request.headers.get("accept")):
         raise SeglogError(ErrorCode.NOT_ACCEPTABLE, "this stream is text/event-stream")
     st = server_state(request)
     session = st.watch.lookup(request.path_params["wid"])
@@ -150,7 +150,7 @@ class SseResponse(Response):
         st.watch.stream_opened(session)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            if await _until_disconnect(stream.run(send_bytes), receive):
+            if await until_disconnect(stream.run(send_bytes), receive):
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
             st.watch.stream_closed(session)
@@ -161,7 +161,7 @@ class SseResponse(Response):
             st.slots.release(session.owner_key)
 
 
-async def _until_disconnect(work: Awaitable[None], receive: Receive) -> bool:
+async def until_disconnect(work: Awaitable[None], receive: Receive) -> bool:
     """Run `work` until it ends (True) or the client disconnects (False, work cancelled)."""
     task = asyncio.ensure_future(work)
 
