@@ -52,11 +52,14 @@ from seglog.client.exceptions import (
 from seglog.client.sync import Client, Reader
 from seglog.client.types import (
     Appended,
+    Claimed,
     Deleted,
     DiffResult,
     Health,
+    Job,
     ReadRecord,
     Ready,
+    Settled,
     Tombstone,
     TopicDeleted,
     TopicPage,
@@ -67,16 +70,20 @@ from seglog.client.types import (
 from seglog.client.watch import AsyncWatch, Watch
 from seglog.client.websocket import WebSocket
 from seglog.client.websocket_aio import AsyncWebSocket
+from seglog.client.work import AsyncLeasedJob, AsyncWork, LeasedJob, Work
 
 __all__ = [
     "EXCEPTION_BY_CODE",
     "Appended",
     "ArrowPage",
     "AsyncClient",
+    "AsyncLeasedJob",
     "AsyncReader",
     "AsyncWatch",
     "AsyncWebSocket",
+    "AsyncWork",
     "BatchTooLarge",
+    "Claimed",
     "Client",
     "Deleted",
     "DiffResult",
@@ -84,6 +91,8 @@ __all__ = [
     "Health",
     "InternalError",
     "InvalidRequest",
+    "Job",
+    "LeasedJob",
     "MethodNotAllowed",
     "NotAQueue",
     "NotAcceptable",
@@ -102,6 +111,7 @@ __all__ = [
     "SeglogHTTPError",
     "SeglogProtocolError",
     "SeglogTimeoutError",
+    "Settled",
     "ShuttingDown",
     "Subscribed",
     "Throttled",
@@ -127,6 +137,7 @@ __all__ = [
     "WatchTombstone",
     "WatchTopicDeleted",
     "WebSocket",
+    "Work",
     "decode_cursor",
     "encode_cursor",
 ]

@@ -34,10 +34,12 @@ from seglog.client.exceptions import (
 )
 from seglog.client.types import (
     Appended,
+    Claimed,
     Deleted,
     DiffResult,
     Health,
     Ready,
+    Settled,
     TopicDeleted,
     TopicPage,
     TopicPut,
@@ -411,6 +413,32 @@ def delete_records(
         body["match"] = _nodes(match)
     spec = _post(topic_path(topic, "/delete"), body, idempotent=False)
     return Call(spec, _parser(Deleted.from_json))
+
+
+def claim(topic: str, node: str, max_jobs: int, lease_ms: int | None) -> Call[Claimed]:
+    body: dict[str, Any] = {"node": node, "max": max_jobs}
+    if lease_ms is not None:
+        body["lease_ms"] = lease_ms
+    # Not resent after a transport failure: the first attempt may have leased jobs (they
+    # would only expire, but a retry would lease more).
+    spec = _post(topic_path(topic, "/claim"), body, idempotent=False)
+    return Call(spec, _parser(Claimed.from_json))
+
+
+def settle(
+    verb: str,
+    topic: str,
+    node: str,
+    seqs: Sequence[int],
+    lease_ids: Sequence[str] | None,
+    **extra: int,
+) -> Call[Settled]:
+    """ack / nack / extend. Resending is harmless (a second ack of a seq is skipped), so
+    they count as idempotent for the retry policy."""
+    body: dict[str, Any] = {"node": node, "seqs": list(seqs), **extra}
+    if lease_ids:
+        body["lease_ids"] = list(lease_ids)
+    return Call(_post(topic_path(topic, f"/{verb}"), body), _parser(Settled.from_json))
 
 
 def metrics() -> Call[str]:

@@ -21,11 +21,13 @@ from seglog.client._watch import ReconnectPolicy
 from seglog.client.exceptions import SeglogConnectionError, SeglogHTTPError
 from seglog.client.types import (
     Appended,
+    Claimed,
     Deleted,
     DiffResult,
     Health,
     ReadRecord,
     Ready,
+    Settled,
     Tombstone,
     TopicDeleted,
     TopicPage,
@@ -35,6 +37,7 @@ from seglog.client.types import (
 )
 from seglog.client.watch import Watch
 from seglog.client.websocket import WebSocket, ws_headers
+from seglog.client.work import Work
 
 T = TypeVar("T")
 
@@ -346,6 +349,57 @@ class Client(BaseClient):
         match: str | Sequence[str] | None = None,
     ) -> Deleted:
         return self._call(_base.delete_records(topic, before_seq, match))
+
+    # --- queues (API §9) ---------------------------------------------------------------------
+
+    def claim(self, topic: str, node: str, *, max: int = 1, lease_ms: int | None = None) -> Claimed:
+        """Lease up to `max` jobs (reclaimed work first) to `node`."""
+        return self._call(_base.claim(topic, node, max, lease_ms))
+
+    def ack(
+        self, topic: str, node: str, seqs: Sequence[int], *, lease_ids: Sequence[str] | None = None
+    ) -> Settled:
+        """Acknowledge (permanently delete) jobs `node` holds; `lease_ids` fence each seq to
+        one delivery ("" = no fence)."""
+        return self._call(_base.settle("ack", topic, node, seqs, lease_ids))
+
+    def nack(
+        self,
+        topic: str,
+        node: str,
+        seqs: Sequence[int],
+        *,
+        delay_ms: int = 0,
+        lease_ids: Sequence[str] | None = None,
+    ) -> Settled:
+        """Give jobs back: claimable again at once, or after `delay_ms`."""
+        return self._call(_base.settle("nack", topic, node, seqs, lease_ids, delay_ms=delay_ms))
+
+    def extend(
+        self,
+        topic: str,
+        node: str,
+        seqs: Sequence[int],
+        lease_ms: int,
+        *,
+        lease_ids: Sequence[str] | None = None,
+    ) -> Settled:
+        """Move the deadlines of held leases to now + `lease_ms` (a heartbeat)."""
+        return self._call(_base.settle("extend", topic, node, seqs, lease_ids, lease_ms=lease_ms))
+
+    def work(
+        self,
+        topic: str,
+        node: str,
+        *,
+        max: int = 1,
+        lease_ms: int | None = None,
+        nack_delay_ms: int = 0,
+    ) -> Work:
+        """Leased jobs pushed by the server, as an iterator (see `seglog.client.work`):
+        `with job:` keeps the lease alive while the block runs, then acks, or nacks (after
+        `nack_delay_ms`) and re-raises on an exception."""
+        return Work(self, topic, node, max, lease_ms, nack_delay_ms)
 
     # --- live delivery ----------------------------------------------------------------------
 

@@ -271,3 +271,80 @@ class Deleted:
             bytes=int(obj["bytes"]),
             performance=_perf(obj),
         )
+
+
+# --- queues (API §9) ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One leased job: the record plus its lease. `lease_id` fences an ack, nack or extend to
+    this delivery; `deadline` (epoch ms) is when the lease expires unless extended."""
+
+    topic: str
+    seq: int
+    lease_id: str
+    deadline: int
+    ts: int
+    deliveries: int
+    data: Any
+    tag: str | None = None
+    meta: Any = None
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any], topic: str | None = None) -> Self:
+        return cls(
+            topic=str(obj["topic"]) if topic is None else topic,
+            seq=int(obj["$seq"]),
+            lease_id=str(obj["lease_id"]),
+            deadline=int(obj["deadline"]),
+            ts=int(obj["$ts"]),
+            deliveries=int(obj["deliveries"]),
+            data=obj["data"],
+            tag=_opt_str(obj.get("$tag")),
+            meta=obj.get("meta"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    topic: str
+    jobs: list[Job]
+    ready: int
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        topic = str(obj["topic"])
+        jobs = [Job.from_json(j, topic) for j in obj["claimed"]]
+        return cls(topic, jobs, int(obj["ready"]), _perf(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """The answer to an ack, nack or extend. `done` counts the seqs acted on; `skipped` lists
+    the others in request order (not leased to this node, a fence mismatch, expired, already
+    acked). `deadlines` (extend only) maps each extended seq to its new deadline; `ready` and
+    `in_flight` are None for extend (the server does not report them there)."""
+
+    topic: str
+    done: int
+    skipped: list[int]
+    ready: int | None = None
+    in_flight: int | None = None
+    deadlines: dict[int, int] = field(default_factory=dict)
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, obj: Mapping[str, Any]) -> Self:
+        done = next(int(obj[k]) for k in ("acked", "nacked", "extended") if k in obj)
+        deadlines = {int(k): int(v) for k, v in (obj.get("deadlines") or {}).items()}
+        return cls(
+            str(obj["topic"]),
+            done,
+            [int(s) for s in obj["skipped"]],
+            _opt_int(obj.get("ready")),
+            _opt_int(obj.get("in_flight")),
+            deadlines,
+            _perf(obj),
+        )
