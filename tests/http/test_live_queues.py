@@ -4,6 +4,7 @@ counters in state and metrics, and acked jobs that never come back across a SIGK
 
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from collections import Counter
@@ -414,3 +415,22 @@ def test_work_stream_auth_and_token_query(auth_server: ServerProcess) -> None:
     bearer = work(auth_server, "jobs.w", "node=w", headers={"Authorization": "Bearer full"})
     assert bearer.status == 200
     bearer.close()
+
+
+def test_work_stream_says_goodbye_on_shutdown(make_server: ServerFactory) -> None:
+    srv = make_server()
+    with httpx.Client(base_url=srv.url, timeout=30) as c:
+        queue(c, "jobs", lease_ms=600_000)
+        write(c, "jobs", data_records(1, 2))
+    conn = work(srv, "jobs", "node=w&max=1")
+    assert jobs_of(conn.read_until(lambda f: f.event == "job")) == [1]
+    assert srv.proc is not None
+    srv.proc.send_signal(signal.SIGTERM)
+    (bye,) = conn.read_until(lambda f: f.event == "error")
+    assert bye.data == {
+        "code": "server_shutting_down",
+        "error": "server is shutting down; reconnect",
+        "topic": "jobs",
+    }
+    assert conn.next_frame() is None
+    assert srv.stop() == 0
