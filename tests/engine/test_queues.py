@@ -295,3 +295,28 @@ def test_concurrent_claimers_never_share_a_job(make_engine: EngineFactory) -> No
     for t in threads:
         t.join()
     assert sorted(got) == list(range(1, 2_001)) and max(got.values()) == 1
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_durable_leases_outlive_a_snapshot(kind: ImageKind) -> None:
+    """Snapshots do not keep leases, and the WAL before a snapshot is not replayed: a
+    durable lease taken before the last snapshot must still hold after a crash."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    e.put_topic("q", queue(durability=Durability.FSYNC, leases_durable=True, lease_ms=600_000))
+    jobs(e, "q", 5)
+    assert claim(e, "q", "w", 2) == [1, 2]
+    e.queues.extend("q", "w", [2], [], 900_000)
+    e.snapshot()
+    assert claim(e, "q", "w", 1) == [3]
+    e.write("q", [RecordIn.of("barrier")])  # fsync: everything before it is durable
+    crashed = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(crashed)
+    try:
+        assert claim(e2, "q", "x", 10) == [4, 5, 6]
+        lease = e2.topics["q"].leases.leases[2]
+        assert lease.node == "w" and lease.deadline == e.clock.now_ms() + 900_000
+        assert e2.queues.ack("q", "w", [1, 2, 3], []).done == [1, 2, 3]
+    finally:
+        e2.close(snapshot=False)

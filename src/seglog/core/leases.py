@@ -313,6 +313,21 @@ class LeaseBook:
         self._by_conn.pop(conn, None)
         return events
 
+    def lease_events(self) -> list[LeaseEvent]:
+        """Every current lease as a `claimed` event, by seq: what a snapshot's WAL tail
+        must hold for durable leases to outlive the snapshot (which does not keep them)."""
+        return [
+            LeaseEvent(
+                LEASE_CLAIMED,
+                seq,
+                lease.lease_id,
+                lease.deadline,
+                self.deliveries.get(seq, 1),
+                lease.node,
+            )
+            for seq, lease in sorted(self.leases.items())
+        ]
+
     # ---- replay ---------------------------------------------------------------------------
     def replay(self, ev: LeaseEvent) -> None:
         """Re-apply a logged event (STORAGE §6): release/extend/ack act only when their

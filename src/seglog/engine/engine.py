@@ -214,7 +214,8 @@ class Engine:
             self.last_snapshot = mark
             self.last_snapshot_ms = now
             self.wal_bytes_at_snapshot = wal.bytes_written_total
-            return mark.id
+        self.queues.relog_leases()
+        return mark.id
 
     # ---- owners' public faces ----------------------------------------------------------
     @property

@@ -273,6 +273,17 @@ class Queues:
         with t.lock:
             return counts_of(t, self.engine.clock.now_ms())
 
+    def relog_leases(self) -> None:
+        """After a snapshot: log every durable lease again. Snapshots do not keep leases
+        (STORAGE §5.2) and the WAL before the snapshot may go, so without this a durable
+        lease taken before the snapshot would not survive a restart."""
+        now = self.engine.clock.now_ms()
+        for t in list(self.engine.registry.by_id.values()):
+            if t.leases is None or not t.config.leases_durable:
+                continue
+            with t.lock:
+                self._log(t, book_of(t).lease_events(), now)
+
     # ---- internals ------------------------------------------------------------------------
     def _settled(
         self, t: TopicState, done: list[int], skipped: list[int], now: int, dl: dict[int, int]
