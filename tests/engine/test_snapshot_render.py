@@ -1,17 +1,32 @@
-"""Snapshot bodies (STORAGE §5.2) restored from each record's raw JSON text (msgspec) build
-the same topic, slot for slot, as the generic parse of the same body."""
+"""Snapshot bodies (STORAGE §5.2): restored from each record's raw JSON text (msgspec) they
+build the same topic, slot for slot, as the generic parse of the same body; rendered
+incrementally (unchanged sealed chunks copied from the previous file) they are the body a
+full render gives, and a damaged previous file is never copied from."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.clock import ManualClock
 from seglog.core.jsonbytes import json_bytes
+from seglog.engine.engine import Engine
+from seglog.engine.maintenance import seal_topic
+from seglog.engine.snapshot_body import RenderCache
 from seglog.engine.snapshots import records_json, restore_topic
 from seglog.engine.topic import Rows
-from seglog.model import TopicConfig
-from seglog.storage.snapshot import SnapshotRecord, decode_snapshot, encode_snapshot
+from seglog.model import Durability, RecordIn, Selector, TopicConfig
+from seglog.storage.fs import write_file_durably
+from seglog.storage.snapshot import (
+    SnapshotRecord,
+    decode_snapshot,
+    encode_snapshot,
+    snapshot_name,
+)
+from tests.conftest import EngineFactory
 
 LABEL = st.none() | st.sampled_from(["n", "é-ü", 'q"', "b\\s", "t\tab", "x" * 20])
 JSON = st.recursive(
@@ -89,3 +104,96 @@ def test_an_unexpected_body_shape_is_parsed_generically() -> None:
     body = {"id": 1, "ts": 0, "next_topic_id": 1, "checkpoint": {}, "topics": [], "future": 1}
     doc = decode_snapshot(encode_snapshot(body))
     assert doc is not None and doc["future"] == 1
+
+
+# ---- incremental bodies: unchanged sealed chunks copied from the previous snapshot --------
+
+
+def _snapshot_doc(e: Engine) -> dict[str, Any]:
+    assert e.datadir is not None and e.last_snapshot is not None
+    path = e.datadir.meta_dir / snapshot_name(e.last_snapshot.id)
+    doc = decode_snapshot(e.fs.read_file(path))
+    assert doc is not None
+    out = orjson.loads(e.fs.read_file(path)[24:])
+    assert isinstance(out, dict)
+    return out
+
+
+def _fresh_topics(e: Engine) -> list[Any]:
+    """The `topics` a snapshot renders with nothing to reuse."""
+    e.snapshot_cache = RenderCache()
+    e.snapshot()
+    assert e.snapshot_cache.reused == 0
+    return list(_snapshot_doc(e)["topics"])
+
+
+def test_unchanged_sealed_chunks_are_copied_and_the_body_is_the_same(
+    make_engine: EngineFactory, clock: ManualClock
+) -> None:
+    e = make_engine(segment_max_events=50, segment_payload_cache=0)
+    e.put_topic("a", TopicConfig(cap_records=900))
+    e.put_topic("b", TopicConfig(ttl_ms=60_000))
+    e.put_topic("eph", TopicConfig(durability=Durability.EPHEMERAL))
+    for k in range(10):
+        e.write("a", [RecordIn.of({"k": k, "i": i}, tag=f"t{i % 3}", node="n" if i % 7 else None,
+                                  meta={"m": i} if i % 5 == 0 else None) for i in range(100)])  # fmt: skip
+        e.write("b", [RecordIn.of(i) for i in range(30)])
+        clock.advance(5_000)
+    e.write("eph", [RecordIn.of(1)])
+    for t in list(e.topics.values()):
+        seal_topic(e, t)
+    e.snapshot()
+    first = e.snapshot_cache
+    assert first.rendered > 0
+    # changes: a delete inside one sealed segment, the cap and the TTL move the fronts,
+    # new records (sealed and not)
+    e.delete_records("a", seqs=[555])
+    e.write("a", [RecordIn.of(i) for i in range(120)])
+    clock.advance(20_000)
+    e.write("b", [RecordIn.of("late")])
+    for t in list(e.topics.values()):
+        seal_topic(e, t)
+    e.snapshot()
+    assert e.snapshot_cache.reused > 5 and e.snapshot_cache.rendered > 0
+    incremental = _snapshot_doc(e)["topics"]
+    assert incremental == _fresh_topics(e)
+    a = next(t for t in incremental if t["name"] == "a")
+    seqs = [r["seq"] for r in a["records"]]
+    assert 555 not in seqs and len(seqs) == 900 and seqs == sorted(seqs)
+
+
+def test_a_damaged_previous_snapshot_is_never_copied(make_engine: EngineFactory) -> None:
+    e = make_engine(segment_max_events=50)
+    e.write("a", [RecordIn.of({"i": i}) for i in range(500)])
+    seal_topic(e, e.topics["a"])
+    e.snapshot()
+    assert e.datadir is not None and e.last_snapshot is not None
+    path = e.datadir.meta_dir / snapshot_name(e.last_snapshot.id)
+    raw = bytearray(e.fs.read_file(path))
+    at = raw.index(b'{"i":123}')
+    raw[at + 5 : at + 8] = b"999"  # still valid JSON, but no longer what was written
+    write_file_durably(e.fs, path, bytes(raw))
+    e.snapshot()
+    assert e.snapshot_cache.reused == 0  # the checksum no longer matched: all rendered
+    recs = next(t for t in _snapshot_doc(e)["topics"] if t["name"] == "a")["records"]
+    assert [r["data"]["i"] for r in recs] == list(range(500))
+    e.snapshot()
+    assert e.snapshot_cache.reused > 0  # the new file is intact: its chunks are reused
+
+
+def test_restart_from_an_incremental_snapshot(make_engine: EngineFactory) -> None:
+    e = make_engine(segment_max_events=20, segment_payload_cache=0)
+    e.write("a", [RecordIn.of({"i": i}, tag=str(i % 2)) for i in range(300)])
+    seal_topic(e, e.topics["a"])
+    e.snapshot()
+    e.delete_records("a", match=Selector("Eq", "1"))
+    seal_topic(e, e.topics["a"])
+    e.snapshot()
+    assert e.snapshot_cache.reused == 0  # every segment lost its odd records
+    e.write("a", [RecordIn.of({"i": 300 + i}) for i in range(7)])
+    e.snapshot()
+    assert e.snapshot_cache.reused > 0
+    before = [(r.seq, r.data) for r in e.read("a", 0, limit=1000).records]
+    e.close(snapshot=False)
+    e2 = make_engine()
+    assert [(r.seq, r.data) for r in e2.read("a", 0, limit=1000).records] == before

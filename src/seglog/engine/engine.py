@@ -40,6 +40,7 @@ from seglog.engine.registry import Registry
 from seglog.engine.router_control import RouterControl
 from seglog.engine.routers import RouterTable
 from seglog.engine.segments import SealPolicy, TopicSegments
+from seglog.engine.snapshot_body import RenderCache
 from seglog.engine.stats import EngineStats, TopicStats
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
@@ -115,6 +116,7 @@ class Engine:
         self.wal_bytes_at_snapshot = 0
         self.snapshot_lock = threading.Lock()
         self.last_snapshot: SnapshotMark | None = None  # the newest snapshot on disk
+        self.snapshot_cache = RenderCache()  # where its sealed chunks lie (snapshot_body)
         self.torn_tails_total = 0
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -210,6 +212,7 @@ class Engine:
                 now,
                 self.last_snapshot,
                 self.routers,
+                self.snapshot_cache,
             )
             self.last_snapshot = mark
             self.last_snapshot_ms = now

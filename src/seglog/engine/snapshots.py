@@ -9,6 +9,7 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,23 +21,34 @@ from seglog.core.payload_blob import decode_blob
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
+from seglog.engine.snapshot_body import RenderCache, TopicRender, assemble
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
 from seglog.storage.segment import PinnedSegment, SegmentStore
-from seglog.storage.snapshot import SnapshotMark, SnapshotRecord, write_snapshot
+from seglog.storage.snapshot import (
+    SnapshotMark,
+    SnapshotRecord,
+    next_snapshot_id,
+    write_snapshot_body,
+)
 from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import WalError
 
 
-def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) -> None:
-    """Fill in the live payloads that left memory, a segment run at a time, from segments
-    pinned under the lock (no lock needed now: sealed payloads never change)."""
+def load_payloads(
+    rows: Rows, store: SegmentStore, pins: list[PinnedSegment], start: int = 0, end: int = -1
+) -> None:
+    """Fill in the live payloads of `rows[start:end]` that left memory, a segment run at a
+    time, from segments pinned under the lock (no lock needed now: sealed payloads never
+    change)."""
     data, meta, dead = rows.data, rows.meta, rows.dead
-    first, n = rows.first_seq, len(rows.data)
+    first, n = rows.first_seq, len(rows.data) if end < 0 else end
     for pin in pins:
-        lo = max(pin.info.first_seq - first, 0)
+        lo = max(pin.info.first_seq - first, start)
         hi = min(pin.info.last_seq - first + 1, n)
+        if hi <= lo:
+            continue
         if not any(data[k] is None and not dead[k] for k in range(lo, hi)):
             continue
         for k, blob in enumerate(store.read_run(pin, first + lo, first + hi - 1), lo):
@@ -46,11 +58,24 @@ def load_payloads(rows: Rows, store: SegmentStore, pins: list[PinnedSegment]) ->
 
 def records_json(rows: Rows) -> bytes:
     """The §5.2 `records` array of the live rows."""
+    return b"[" + records_text(rows, 0, len(rows.ts)) + b"]"
+
+
+def records_text(rows: Rows, start: int, end: int) -> bytes:
+    """The live records of `rows[start:end]` as comma-separated §5.2 record objects."""
     parts: list[bytes] = []
     add = parts.append
-    seq = rows.first_seq - 1
+    seq = rows.first_seq + start - 1
+    s = slice(start, end)
     for dead, ts, node, tag, data, meta, size in zip(
-        rows.dead, rows.ts, rows.node, rows.tag, rows.data, rows.meta, rows.size, strict=True
+        rows.dead[s],
+        rows.ts[s],
+        rows.node[s],
+        rows.tag[s],
+        rows.data[s],
+        rows.meta[s],
+        rows.size[s],
+        strict=True,
     ):
         seq += 1
         if dead:
@@ -70,7 +95,7 @@ def records_json(rows: Rows) -> bytes:
             rec["meta"] = orjson.Fragment(meta)
         rec["bytes"] = size
         add(orjson.dumps(rec))
-    return b"[" + b",".join(parts) + b"]"
+    return b",".join(parts)
 
 
 def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None, list[PinnedSegment]]:
@@ -205,12 +230,15 @@ def take(
     now: int,
     previous: SnapshotMark | None,
     routers: RouterTable | None = None,
+    cache: RenderCache | None = None,
 ) -> SnapshotMark:
     """STORAGE §5.3 (the caller serializes snapshots). Returns the new snapshot's mark;
     raises on failure (then nothing is deleted). `previous` is the newest snapshot on disk,
     kept beside the new one. Router advancement is blocked from the checkpoint until the
-    routers are captured (steps 3–5), so each captured cursor matches its captured dest."""
+    routers are captured (steps 3–5), so each captured cursor matches its captured dest.
+    `cache` (the engine's) lets unchanged sealed chunks be copied from the previous file."""
     table = routers if routers is not None else RouterTable()
+    cache = cache if cache is not None else RenderCache()
     # Control-plane changes commit their frame and apply it under the registry lock.
     # Holding it across the checkpoint puts each change wholly before the marks (and in
     # this capture) or wholly after them (and in the replayed WAL), never between.
@@ -221,8 +249,7 @@ def take(
     with table.lock:
         topics = _capture_topics(listed, publisher, now)
         captured_routers = table.capture()
-    body: dict[str, Any] = {
-        "id": 0,
+    head: dict[str, Any] = {
         "ts": now,
         "next_topic_id": next_topic_id,
         "checkpoint": {
@@ -232,23 +259,24 @@ def take(
                 for key, (idx, off) in sorted(positions.items())
             ],
         },
-        "topics": topics,
-        "routers": captured_routers,
     }
-    snap_id = write_snapshot(fs, meta_dir, body, keep=previous.id if previous else None)
+    snap_id = next_snapshot_id(fs, meta_dir)
+    raw, chunks = assemble(fs, snap_id, head, topics, captured_routers, cache)
+    keep = previous.id if previous else None
+    cache.forget()  # the file it points into may be deleted below
+    path = write_snapshot_body(fs, meta_dir, snap_id, raw, keep)
+    cache.path, cache.chunks = path, chunks
     # Two snapshots stay: the WAL the older one replays from must stay too, so that a
     # damaged newest snapshot falls back to it without losing anything.
     wal.delete_absorbed(previous.positions if previous else None)
     return SnapshotMark(snap_id, positions)
 
 
-def _capture_topics(
-    listed: list[TopicState], publisher: Publisher, now: int
-) -> list[dict[str, Any]]:
-    """Step 4 for every listed topic still registered: its §5.2 entry, records included."""
-    topics: list[dict[str, Any]] = []
+def _capture_topics(listed: list[TopicState], publisher: Publisher, now: int) -> list[TopicRender]:
+    """Step 4 for every listed topic still registered: its §5.2 entry and what renders
+    its records once the lock is released."""
+    topics: list[TopicRender] = []
     for t in listed:
-        rows = None
         head = None
         with t.lock:
             if t.deleted:
@@ -260,18 +288,30 @@ def _capture_topics(
                     pass
                 head = publisher.apply_ready(t, now)
             entry, rows, pins = capture_topic(t)
-            topics.append(entry)
+            sealed: list[tuple[int, int]] = []
+            if rows is not None and t.segments is not None and rows.ts:
+                last = rows.first_seq + len(rows.ts) - 1
+                sealed = [
+                    (i.first_seq, i.last_seq) for i in t.segments.overlapping(rows.first_seq, last)
+                ]
             # Every HeadWatermark logged so far sits before the checkpoint and will be
             # skipped by replay, so the next disk write — also after a later class change
             # back to disk — must log a fresh reservation after it.
             t.reservation = t.reservation_durable = t.head
         if head is not None:
             publisher.notify(t.name, head)
-        if rows is not None:
-            assert t.segments is not None
-            load_payloads(rows, t.segments.store, pins)
-            entry["records"] = orjson.Fragment(records_json(rows))
+        topics.append(TopicRender(t.topic_id, entry, rows, sealed, _renderer(t, pins)))
     return topics
+
+
+def _renderer(t: TopicState, pins: list[PinnedSegment]) -> Callable[[Rows, int, int], bytes]:
+    def render(rows: Rows, start: int, end: int) -> bytes:
+        if pins:
+            assert t.segments is not None
+            load_payloads(rows, t.segments.store, pins, start, end)
+        return records_text(rows, start, end)
+
+    return render
 
 
 def snapshot_positions(body: dict[str, Any]) -> dict[str, tuple[int, int]]:

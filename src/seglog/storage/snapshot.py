@@ -41,9 +41,28 @@ def snapshot_name(snap_id: int) -> str:
     return f"snapshot-{snap_id:016d}.bin"
 
 
+HEADER_SIZE = _HEADER.size
+
+
 def encode_snapshot(body: dict[str, Any]) -> bytes:
-    raw = orjson.dumps(body)
+    return frame_snapshot(orjson.dumps(body))
+
+
+def frame_snapshot(raw: bytes) -> bytes:
+    """A snapshot file's bytes for the JSON body `raw`."""
     return _HEADER.pack(MAGIC, VERSION, len(raw), xxhash.xxh3_64_intdigest(raw)) + raw
+
+
+def body_checksum_ok(buf: Any) -> bool:
+    """Whether the snapshot file bytes `buf` (bytes or a mapping) have a valid header and a
+    body matching its checksum."""
+    if len(buf) < _HEADER.size:
+        return False
+    magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
+    end = _HEADER.size + body_len
+    if magic != MAGIC or version != VERSION or len(buf) < end:
+        return False
+    return bool(xxhash.xxh3_64_intdigest(memoryview(buf)[_HEADER.size : end]) == checksum)
 
 
 class SnapshotRecord(msgspec.Struct, forbid_unknown_fields=True):
@@ -144,21 +163,35 @@ class SnapshotMark:
     positions: dict[str, tuple[int, int]]
 
 
+def next_snapshot_id(fs: Fs, meta_dir: Path) -> int:
+    existing = snapshot_ids(fs, meta_dir)
+    return (existing[-1] if existing else 0) + 1
+
+
 def write_snapshot(fs: Fs, meta_dir: Path, body: dict[str, Any], keep: int | None = None) -> int:
     """Frame `body` (its `id` is set here) as the next snapshot and make it durable, then
     delete every other snapshot but `keep` (the previous valid one, STORAGE §5.3 step 6)
     and stale temp files. Returns the new id."""
-    existing = snapshot_ids(fs, meta_dir)
-    snap_id = (existing[-1] if existing else 0) + 1
+    snap_id = next_snapshot_id(fs, meta_dir)
     body["id"] = snap_id
-    write_file_durably(fs, meta_dir / snapshot_name(snap_id), encode_snapshot(body))
+    write_snapshot_body(fs, meta_dir, snap_id, orjson.dumps(body), keep)
+    return snap_id
+
+
+def write_snapshot_body(
+    fs: Fs, meta_dir: Path, snap_id: int, raw: bytes, keep: int | None = None
+) -> Path:
+    """`write_snapshot` for a body already encoded (with `snap_id` as its `id`). Returns
+    the file's path."""
+    path = meta_dir / snapshot_name(snap_id)
+    write_file_durably(fs, path, frame_snapshot(raw))
     # Cleanup needs no fsync: a resurrected old snapshot or tmp file is harmless (the newest
     # valid one wins, tmp files are ignored) and is removed again by the next snapshot.
     for name in fs.listdir(meta_dir):
         m = _NAME.fullmatch(name)
         if (m is not None and int(m.group(1)) not in (snap_id, keep)) or _TMP.fullmatch(name):
             fs.unlink(meta_dir / name)
-    return snap_id
+    return path
 
 
 class SnapshotMissingError(Exception):
