@@ -21,7 +21,7 @@ a time, under the engine's snapshot lock).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,51 +133,53 @@ def _previous(fs: Fs, cache: RenderCache) -> Any:
     return buf
 
 
-def assemble(
+def body_pieces(
     fs: Fs,
     snap_id: int,
     head: dict[str, Any],
     topics: Sequence[TopicRender],
     routers: list[dict[str, Any]],
     cache: RenderCache,
-) -> tuple[bytes, dict[ChunkKey, Chunk]]:
+    chunks: dict[ChunkKey, Chunk],
+) -> Iterator[bytes]:
     """The §5.2 body (keys: `id`, `ts`, `next_topic_id`, `checkpoint`, `topics`, `routers`)
-    and where its sealed chunks lie in the file it will be written to."""
+    piece by piece, for the writer to stream to the file without holding it all in memory;
+    fills `chunks` with where the sealed chunks land in that file."""
     previous = _previous(fs, cache)
     cache.reused = cache.rendered = 0
-    parts: list[bytes | memoryview] = []
     size = HEADER_SIZE  # offsets are absolute in the file
-
-    def add(b: bytes | memoryview) -> None:
-        nonlocal size
-        parts.append(b)
-        size += len(b)
-
-    chunks: dict[ChunkKey, Chunk] = {}
-    add(orjson.dumps({"id": snap_id, **head})[:-1] + b',"topics":[')
-    for i, t in enumerate(topics):
-        entry = orjson.dumps(t.entry)
-        if t.rows is None:  # ephemeral: its entry already says "records":[]
-            add(entry if i == 0 else b"," + entry)
-            continue
-        add((b"" if i == 0 else b",") + entry[:-1] + b',"records":[')
-        first = True
-        for p in _pieces(t, previous, cache):
-            if not len(p.data):
-                if p.key is not None:
-                    chunks[p.key] = Chunk(p.signature, size, size)
+    try:
+        piece = orjson.dumps({"id": snap_id, **head})[:-1] + b',"topics":['
+        size += len(piece)
+        yield piece
+        for i, t in enumerate(topics):
+            entry = orjson.dumps(t.entry)
+            sep = b"" if i == 0 else b","
+            if t.rows is None:  # ephemeral: its entry already says "records":[]
+                size += len(sep) + len(entry)
+                yield sep + entry
                 continue
-            if not first:
-                add(b",")
-            first = False
-            start = size
-            add(p.data)
-            if p.key is not None:
-                chunks[p.key] = Chunk(p.signature, start, size)
-        add(b"]}")
-    add(b'],"routers":' + orjson.dumps(routers) + b"}")
-    body = b"".join(parts)
-    close = getattr(previous, "close", None)
-    if close is not None:
-        close()
-    return body, chunks
+            piece = sep + entry[:-1] + b',"records":['
+            size += len(piece)
+            yield piece
+            first = True
+            for p in _pieces(t, previous, cache):
+                if not len(p.data):
+                    if p.key is not None:
+                        chunks[p.key] = Chunk(p.signature, size, size)
+                    continue
+                if not first:
+                    size += 1
+                    yield b","
+                first = False
+                if p.key is not None:
+                    chunks[p.key] = Chunk(p.signature, size, size + len(p.data))
+                size += len(p.data)
+                yield bytes(p.data)
+            size += 2
+            yield b"]}"
+        yield b'],"routers":' + orjson.dumps(routers) + b"}"
+    finally:
+        close = getattr(previous, "close", None)
+        if close is not None:
+            close()

@@ -21,7 +21,7 @@ from seglog.core.payload_blob import decode_blob
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
-from seglog.engine.snapshot_body import RenderCache, TopicRender, assemble
+from seglog.engine.snapshot_body import Chunk, ChunkKey, RenderCache, TopicRender, body_pieces
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
@@ -30,7 +30,7 @@ from seglog.storage.snapshot import (
     SnapshotMark,
     SnapshotRecord,
     next_snapshot_id,
-    write_snapshot_body,
+    write_snapshot_stream,
 )
 from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import WalError
@@ -261,10 +261,14 @@ def take(
         },
     }
     snap_id = next_snapshot_id(fs, meta_dir)
-    raw, chunks = assemble(fs, snap_id, head, topics, captured_routers, cache)
+    chunks: dict[ChunkKey, Chunk] = {}
+    pieces = body_pieces(fs, snap_id, head, topics, captured_routers, cache, chunks)
     keep = previous.id if previous else None
-    cache.forget()  # the file it points into may be deleted below
-    path = write_snapshot_body(fs, meta_dir, snap_id, raw, keep)
+    try:
+        path = write_snapshot_stream(fs, meta_dir, snap_id, pieces, keep)
+    except BaseException:
+        cache.forget()
+        raise
     cache.path, cache.chunks = path, chunks
     # Two snapshots stay: the WAL the older one replays from must stay too, so that a
     # damaged newest snapshot falls back to it without losing anything.

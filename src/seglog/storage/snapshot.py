@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ import msgspec
 import orjson
 import xxhash
 
-from seglog.storage.fs import Fs, write_file_durably
+from seglog.storage.fs import Fs, write_all_at
 
 MAGIC = b"SGSN"
 log = logging.getLogger("seglog.snapshot")
@@ -35,6 +36,7 @@ VERSION = 1
 _HEADER = struct.Struct("<4sIQQ")
 _NAME = re.compile(r"snapshot-(\d{16})\.bin")
 _TMP = re.compile(r"snapshot-\d{16}\.bin\.tmp")
+_WRITE_CHUNK = 4 << 20  # bytes gathered per write while streaming a body
 
 
 def snapshot_name(snap_id: int) -> str:
@@ -45,11 +47,8 @@ HEADER_SIZE = _HEADER.size
 
 
 def encode_snapshot(body: dict[str, Any]) -> bytes:
-    return frame_snapshot(orjson.dumps(body))
-
-
-def frame_snapshot(raw: bytes) -> bytes:
-    """A snapshot file's bytes for the JSON body `raw`."""
+    """A whole snapshot file's bytes for `body` (tests and tools; the engine streams)."""
+    raw = orjson.dumps(body)
     return _HEADER.pack(MAGIC, VERSION, len(raw), xxhash.xxh3_64_intdigest(raw)) + raw
 
 
@@ -174,23 +173,54 @@ def write_snapshot(fs: Fs, meta_dir: Path, body: dict[str, Any], keep: int | Non
     and stale temp files. Returns the new id."""
     snap_id = next_snapshot_id(fs, meta_dir)
     body["id"] = snap_id
-    write_snapshot_body(fs, meta_dir, snap_id, orjson.dumps(body), keep)
+    write_snapshot_stream(fs, meta_dir, snap_id, [orjson.dumps(body)], keep)
     return snap_id
 
 
-def write_snapshot_body(
-    fs: Fs, meta_dir: Path, snap_id: int, raw: bytes, keep: int | None = None
-) -> Path:
-    """`write_snapshot` for a body already encoded (with `snap_id` as its `id`). Returns
-    the file's path."""
-    path = meta_dir / snapshot_name(snap_id)
-    write_file_durably(fs, path, frame_snapshot(raw))
+def _delete_others(fs: Fs, meta_dir: Path, snap_id: int, keep: int | None) -> None:
     # Cleanup needs no fsync: a resurrected old snapshot or tmp file is harmless (the newest
     # valid one wins, tmp files are ignored) and is removed again by the next snapshot.
     for name in fs.listdir(meta_dir):
         m = _NAME.fullmatch(name)
         if (m is not None and int(m.group(1)) not in (snap_id, keep)) or _TMP.fullmatch(name):
             fs.unlink(meta_dir / name)
+
+
+def write_snapshot_stream(
+    fs: Fs, meta_dir: Path, snap_id: int, pieces: Iterable[bytes], keep: int | None = None
+) -> Path:
+    """Write snapshot `snap_id` from its body given as pieces (streamed to `….bin.tmp`,
+    hashed on the way, the header written last, fsynced, renamed, `meta/` fsynced), then
+    delete every other snapshot but `keep` and stale temp files. Memory stays at a few MiB
+    however big the body. Returns the file's path."""
+    path = meta_dir / snapshot_name(snap_id)
+    tmp = path.with_name(path.name + ".tmp")
+    f = fs.open(tmp, create=True)
+    try:
+        f.truncate(0)
+        digest = xxhash.xxh3_64()
+        offset = _HEADER.size
+        pending: list[bytes] = []
+        pending_size = 0
+        for piece in pieces:
+            digest.update(piece)
+            pending.append(piece)
+            pending_size += len(piece)
+            if pending_size >= _WRITE_CHUNK:
+                write_all_at(f, b"".join(pending), offset)
+                offset += pending_size
+                pending, pending_size = [], 0
+        if pending:
+            write_all_at(f, b"".join(pending), offset)
+            offset += pending_size
+        header = _HEADER.pack(MAGIC, VERSION, offset - _HEADER.size, digest.intdigest())
+        write_all_at(f, header, 0)
+        f.sync()
+    finally:
+        f.close()
+    fs.rename(tmp, path)
+    fs.fsync_dir(meta_dir)
+    _delete_others(fs, meta_dir, snap_id, keep)
     return path
 
 
