@@ -111,7 +111,7 @@ def _fence(wire: str) -> int:
         or not all(c in "0123456789abcdef" for c in digits)
     ):
         raise invalid(
-            f'lease id {wire[:64]!r} is not "" or lease_<lowercase hex>',
+            f"lease id {wire[:64]!r} is not \"\" or lease_<lowercase hex>",
             {"lease_id": wire[:64]},
         )
     return int(digits, 16)
