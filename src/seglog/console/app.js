@@ -196,7 +196,10 @@
   }
 
   function every(fn) {
-    viewTimer = setInterval(fn, REFRESH_MS);
+    // A background tab does not poll (browsers throttle its timers anyway).
+    viewTimer = setInterval(() => {
+      if (!document.hidden) fn();
+    }, REFRESH_MS);
   }
 
   // ------------------------------------------------------------------ topics
@@ -688,25 +691,31 @@
     return out;
   }
 
-  function sparkline(values) {
+  function svgEl(tag, attrs) {
+    const el = document.createElementNS(SVG, tag);
+    for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+    return el;
+  }
+
+  /** A line over the last CHART_POINTS samples (newest on the right), scaled to its max. */
+  function sparkline(values, fmt) {
     const w = 240;
     const hgt = 48;
-    const svg = document.createElementNS(SVG, "svg");
-    svg.setAttribute("viewBox", `0 0 ${w} ${hgt}`);
-    svg.setAttribute("width", w);
-    svg.setAttribute("height", hgt);
-    svg.setAttribute("role", "img");
+    const svg = svgEl("svg", { viewBox: `0 0 ${w} ${hgt}`, width: w, height: hgt, role: "img" });
+    svg.append(svgEl("rect", { x: 0, y: 0, width: w, height: hgt, class: "chart-bg" }));
+    svg.append(svgEl("line", { x1: 0, y1: hgt - 0.5, x2: w, y2: hgt - 0.5, class: "chart-axis" }));
+    if (values.length) {
+      const top = svgEl("text", { x: 3, y: 10, class: "chart-max" });
+      top.textContent = `max ${fmt(Math.max(...values))}`;
+      svg.append(top);
+    }
     if (values.length > 1) {
       const max = Math.max(...values, 1e-9);
       const min = Math.min(...values, 0);
       const step = w / (CHART_POINTS - 1);
       const x0 = w - step * (values.length - 1);
       const pts = values.map((v, i) => `${(x0 + i * step).toFixed(1)},${(hgt - 3 - ((v - min) / (max - min || 1)) * (hgt - 6)).toFixed(1)}`);
-      const line = document.createElementNS(SVG, "polyline");
-      line.setAttribute("points", pts.join(" "));
-      line.setAttribute("fill", "none");
-      line.setAttribute("class", "spark");
-      svg.append(line);
+      svg.append(svgEl("polyline", { points: pts.join(" "), fill: "none", class: "spark" }));
     }
     return svg;
   }
@@ -724,7 +733,7 @@
       }
       const s = series.get(name) || [];
       const last = s.length ? fmt(s[s.length - 1]) : "—";
-      cards.push(h("div", { class: "card chart", "data-metric": name }, h("h3", {}, label), h("div", { class: "value" }, last), sparkline(s)));
+      cards.push(h("div", { class: "card chart", "data-metric": name }, h("h3", {}, label), h("div", { class: "value" }, last), sparkline(s, fmt)));
     }
     box.replaceChildren(...cards);
   }
