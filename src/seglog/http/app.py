@@ -29,7 +29,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http import health, queues, records, routers, topics, watch, work_stream, ws
+from seglog.http import console, health, queues, records, routers, topics, watch, work_stream, ws
 from seglog.http.app_state import RAW_SEND
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
@@ -44,6 +44,7 @@ PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
 _WATCH_STREAM = re.compile(r"/v0/watch/[^/]+")  # GET /v0/watch/:wid, exactly
 _WORK_STREAM = re.compile(r"/v0/topics/[^/]+/work")  # GET /v0/topics/:q/work
+_CONSOLE = re.compile(r"/console(/[^/]+)?")  # the web console's static assets (API §13.3)
 _LOGGED = "seglog.logged_exception"  # scope key: the exception already logged for this request
 
 
@@ -110,6 +111,9 @@ class Guard:
         # The SSE watch stream authenticates by session binding (API §1.2, §7.2), not up front.
         stream_get = scope["method"] in ("GET", "HEAD")
         exempt = stream_get and _WATCH_STREAM.fullmatch(path) is not None
+        # The console's page and assets hold no data; the page asks for a key itself.
+        static = stream_get and _CONSOLE.fullmatch(path) is not None
+        exempt = exempt or static
         work = stream_get and _WORK_STREAM.fullmatch(path) is not None
         if auth_on and not exempt and (path not in PROBE_PATHS or st.settings.probe_auth):
             token = bearer_token(_header(scope, b"authorization"))
@@ -122,7 +126,7 @@ class Guard:
                 )
                 return
         scope["seglog.principal"] = principal
-        if path not in ALWAYS_SERVED and not st.db.ready:
+        if path not in ALWAYS_SERVED and not static and not st.db.ready:
             err = SeglogError(
                 ErrorCode.NOT_READY,
                 "recovery in progress",
@@ -204,6 +208,8 @@ def build_app(state: ServerState) -> ASGIApp:
         Route("/v0/watch/{wid}", watch.open_stream, methods=ANY_METHOD),
         WebSocketRoute("/v0/ws", ws.endpoint),
         Route("/v0/ws", ws.plain_get, methods=ANY_METHOD),
+        Route("/console", console.page, methods=["GET"]),
+        Route("/console/{name}", console.asset, methods=["GET"]),
     ]
 
     async def http_error(_request: Request, exc: Exception) -> Response:

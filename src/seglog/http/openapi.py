@@ -781,6 +781,29 @@ PATHS: dict[str, Schema] = {
             },
         }
     },
+    "/console": {
+        "get": {
+            "summary": "The web console (static page; it asks for a key and calls /v0 with it)",
+            "security": [{}],
+            "responses": {
+                "200": {"description": "the page", "content": {"text/html": {"schema": STR}}}
+            },
+        }
+    },
+    "/console/{name}": {
+        "get": {
+            "summary": "A web console asset (app.js, style.css)",
+            "security": [{}],
+            "parameters": [_path_param("name")],
+            "responses": {
+                "200": {
+                    "description": "the asset",
+                    "content": {"text/javascript": {"schema": STR}, "text/css": {"schema": STR}},
+                },
+                "404": {"$ref": "#/components/responses/E404"},
+            },
+        }
+    },
     "/v0/openapi.json": {
         "get": {
             "summary": "This document",
