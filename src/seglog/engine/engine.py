@@ -357,6 +357,7 @@ class Engine:
                         # reservation whose frame may have failed.
                         t.reservation = max(t.reservation, t.reserved)
                         t.reservation_durable = max(t.reservation_durable, t.reserved)
+                        t.pre_reservation = None
                     if not had_segments and t.segments is not None:
                         # Files left by a persistent period before a crash describe seqs
                         # the ephemeral topic has reissued since: recovery must not reuse them.

@@ -302,6 +302,7 @@ def _capture_topics(listed: list[TopicState], publisher: Publisher, now: int) ->
             # skipped by replay, so the next disk write — also after a later class change
             # back to disk — must log a fresh reservation after it.
             t.reservation = t.reservation_durable = t.head
+            t.pre_reservation = None  # submitted before the checkpoint, maybe: not trusted
         if head is not None:
             publisher.notify(t.name, head)
         topics.append(TopicRender(t.topic_id, entry, rows, sealed, _renderer(t, pins)))

@@ -106,6 +106,9 @@ class TopicState:
     reserved: int = 0
     reservation: int = 0  # disk class: highest head reservation submitted to the WAL
     reservation_durable: int = 0  # ... and the highest one known committed
+    # disk class: the next reservation, submitted ahead of need and not waited for:
+    # (its value, its Commit). It becomes `reservation_durable` once its commit is seen done.
+    pre_reservation: tuple[int, Any] | None = None
     evict_floor: int = 0
     expiry_floor: int = 0
     source_trim_floor: int = 0

@@ -89,6 +89,35 @@ def check_quota(size: int, max_total_bytes: int, topics: Iterable[TopicState]) -
         )
 
 
+def _settle_pre_reservation(t: TopicState) -> None:
+    """Under `t.lock`: a reservation submitted ahead that has committed is durable now."""
+    pre = t.pre_reservation
+    if pre is None or not pre[1].done():
+        return
+    t.pre_reservation = None
+    if pre[1].error is None and pre[0] > t.reservation_durable:
+        t.reservation_durable = pre[0]
+
+
+def _reserve_ahead(t: TopicState, last: int, ts: int, tid: int, submit: Submit) -> None:
+    """Log the next head reservation (SEMANTICS §3.2: max(head, reservation) + 256) in a
+    submission of its own once the head is within one step of the current one, instead of
+    when a write needs it: a disk write then finds its seqs already covered by a committed
+    reservation and does not wait for that fsync. The reservation stays under head + 512,
+    so a crash leaves at most that many holes. The write submitted just before is not held
+    back by it; a failure only means a later write carries its own reservation, as it
+    would have anyway."""
+    reservation = max(last, t.reservation) + HEAD_RESERVATION_STEP
+    body = HeadWatermarkBody(reservation).encode()
+    frame = encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True)
+    try:
+        commit = submit(tid, [frame], True)
+    except SeglogError:
+        return  # the WAL queue is full: the next write that needs one carries it
+    t.reservation = reservation
+    t.pre_reservation = (reservation, commit)
+
+
 def submit_append(
     t: TopicState, records: list[RecordIn], size: int, now: int, submit: Submit
 ) -> PendingOp:
@@ -109,6 +138,8 @@ def submit_append(
         durable = cls is Durability.FSYNC
         frames: list[bytes] = []
         tid = t.topic_id
+        if cls is Durability.DISK:
+            _settle_pre_reservation(t)
         if cls is Durability.DISK and last > t.reservation_durable:
             # A disk write becomes visible only under a head reservation that is known
             # committed, or that rides in its own atomic submission: then a crash never
@@ -127,6 +158,12 @@ def submit_append(
             frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable, seq != last))
             seq += 1
         commit = submit(tid, frames, durable)
+        if (
+            cls is Durability.DISK
+            and t.pre_reservation is None
+            and t.reservation - last < HEAD_RESERVATION_STEP
+        ):
+            _reserve_ahead(t, last, ts, tid, submit)
     # Seqs are assigned for good from here on: the counter never moves down, and if this
     # write fails its seqs become a hole (SEMANTICS §3.1).
     t.reserved = last

@@ -81,7 +81,12 @@ class ServerState:
         wal = self.engine.wal
         if wal is not None:
             wal.set_gather_window(GATHER_WINDOW_S if level >= 2 else 0.0)
-        log.info("delivery pressure level %d", level)
+        # Levels 1-3 come and go many times a second under a write burst: not worth a
+        # line each (`topics_delivery_pressure_level` shows them). Refusing writes is.
+        if level >= 4:
+            log.warning("delivery pressure level %d: new writes are refused (429)", level)
+        else:
+            log.debug("delivery pressure level %d", level)
 
     def check_write_pressure(self) -> None:
         """The ladder's last rung: refuse new record writes while delivery is overloaded."""
