@@ -11,7 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
-from seglog.cli import commands
+from seglog.cli import common
 from seglog.cli.main import app
 from seglog.client import Client
 from tests.client.conftest import FixedRng, err, ok
@@ -56,7 +56,7 @@ def run(monkeypatch: pytest.MonkeyPatch, handler: Handler, *args: str) -> Run:
             rng=FixedRng(),
         )
 
-    monkeypatch.setattr(commands, "_client", client)
+    monkeypatch.setattr(common, "make_client", client)
     return Run(CliRunner().invoke(app, ["tail", "jobs", *args]), sleeps)
 
 
