@@ -44,4 +44,5 @@ def register_client_commands(app: typer.Typer) -> None:
     app.add_typer(topics.app, name="topics")
     app.command()(produce.produce)
     app.command()(tail.tail)
+    app.command()(tail.consume)
     app.command()(lag)
