@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from seglog.cli import common, produce, tail, topics
+from seglog.cli import common, probes, produce, records, tail, topics
 from seglog.cli.common import AS_JSON, DEFAULT_URL, KEY, URL
 from seglog.cli.output import client_errors, emit_json, stdout_console, want_json
 
@@ -42,7 +42,10 @@ def lag(
 
 def register_client_commands(app: typer.Typer) -> None:
     app.add_typer(topics.app, name="topics")
+    app.add_typer(records.app, name="records")
     app.command()(produce.produce)
     app.command()(tail.tail)
     app.command()(tail.consume)
     app.command()(lag)
+    app.command()(probes.health)
+    app.command()(probes.metrics)
