@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from seglog.cli import common, probes, produce, records, tail, topics
+from seglog.cli import common, probes, produce, queue, records, tail, topics
 from seglog.cli.common import AS_JSON, DEFAULT_URL, KEY, URL
 from seglog.cli.output import client_errors, emit_json, stdout_console, want_json
 
 
 def lag(
-    topic: Annotated[str, typer.Argument(help="Topic name.")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", help="Topic name.")],
     from_seq: Annotated[
         int, typer.Option("--from", help="The consumer's cursor (last seq it read).")
     ],
@@ -43,6 +43,7 @@ def lag(
 def register_client_commands(app: typer.Typer) -> None:
     app.add_typer(topics.app, name="topics")
     app.add_typer(records.app, name="records")
+    app.add_typer(queue.app, name="queue")
     app.command()(produce.produce)
     app.command()(tail.tail)
     app.command()(tail.consume)

@@ -167,10 +167,15 @@ def _pump(p: Producer, q: queue.Queue[tuple[int, str] | None], size: int, linger
 
 
 def produce(
-    topic: Annotated[str, typer.Argument(help="Topic to append to (created on first write).")],
+    topic: Annotated[
+        str, typer.Argument(metavar="TOPIC", help="Topic to append to (created on first write).")
+    ],
     data: Annotated[
         list[str] | None,
-        typer.Argument(help="Records as arguments (one JSON value each); stdin lines if none."),
+        typer.Argument(
+            metavar="DATA",
+            help="Records as arguments (one JSON value each); stdin lines if none.",
+        ),
     ] = None,
     url: URL = DEFAULT_URL,
     api_key: KEY = None,

@@ -16,7 +16,7 @@ app = typer.Typer(help="Delete records permanently.", no_args_is_help=True)
 
 @app.command("delete")
 def records_delete(
-    topic: Annotated[str, typer.Argument(help="Topic to delete records from.")],
+    topic: Annotated[str, typer.Argument(metavar="TOPIC", help="Topic to delete records from.")],
     before_seq: Annotated[
         int | None, typer.Option(help="Delete every live record with a seq below this.")
     ] = None,

@@ -243,7 +243,7 @@ def _follow(c: Client, p: Printer, topic: str, cursor: int, until: int | None) -
                 note(f"{ev.topic}: topic deleted; nothing more will come")
 
 
-TOPIC = Annotated[str, typer.Argument(help="Topic to read.")]
+TOPIC = Annotated[str, typer.Argument(metavar="TOPIC", help="Topic to read.")]
 OFFSET = Annotated[
     str | None,
     typer.Option(

@@ -34,7 +34,7 @@ from seglog.client import TopicNotFound, TopicState
 
 app = typer.Typer(help="Create, list, describe, alter and delete topics.", no_args_is_help=True)
 
-TOPIC = Annotated[str, typer.Argument(help="Topic name.")]
+TOPIC = Annotated[str, typer.Argument(metavar="TOPIC", help="Topic name.")]
 DURABILITY = Annotated[
     str | None, typer.Option(help="ephemeral | memory | disk | fsync (fsync: acked = on disk).")
 ]
