@@ -207,8 +207,10 @@ def produce(
         str | None, typer.Option("--key", hidden=True, help="Deprecated: --idempotency-key.")
     ] = None,
 ) -> None:
-    """Append records: one JSON value per stdin line (or per argument), sent in batches as the
-    lines arrive. A summary (records, first/last seq) goes to stderr."""
+    """Append records from stdin lines (or arguments), sent in batches as they arrive.
+
+    Each line is one JSON value (or plain text with --raw). A summary (records, first/last
+    seq) goes to stderr."""
     if not 1 <= batch_size <= MAX_BATCH:
         usage(f"--batch-size must be 1..{MAX_BATCH}")
     if linger_ms < 0:

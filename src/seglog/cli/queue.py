@@ -74,8 +74,10 @@ def claim(
     api_key: KEY = None,
     as_json: AS_JSON = False,
 ) -> None:
-    """Lease jobs to --node and print them (JSON lines when piped). Settle each with
-    `queue ack` or `queue nack` before its deadline, or it becomes claimable again."""
+    """Lease jobs to --node and print them (JSON lines when piped).
+
+    Settle each with `queue ack` or `queue nack` before its deadline, or it becomes
+    claimable again."""
     if max_jobs < 1:
         usage("--max must be >= 1")
     with client_errors(url), common.client(url, api_key) as c:
@@ -205,8 +207,9 @@ def work(
     url: URL = DEFAULT_URL,
     api_key: KEY = None,
 ) -> None:
-    """Run CMD once per job with the job JSON on stdin: exit 0 acks it, anything else nacks
-    it. Example: seglog queue work jobs --node w1 -- ./handle.sh"""
+    """Run CMD once per job, the job JSON on its stdin: exit 0 acks, anything else nacks.
+
+    Example: seglog queue work jobs --node w1 -- ./handle.sh"""
     if not cmd:
         usage("give the command to run after --")
     acked = nacked = 0

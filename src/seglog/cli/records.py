@@ -28,8 +28,9 @@ def records_delete(
     api_key: KEY = None,
     as_json: AS_JSON = False,
 ) -> None:
-    """Delete records for good (both options given: records matching both). Readers see no
-    tombstone for them; the seqs are simply gone."""
+    """Delete records for good, by seq prefix and/or tag (both: records matching both).
+
+    Readers see no tombstone for them; the seqs are simply gone."""
     if before_seq is None and tag_match is None:
         usage("give --before-seq and/or --tag-match")
     if before_seq is not None and before_seq < 0:

@@ -312,8 +312,9 @@ def tail(
     fmt: FORMAT = None,
     as_json: AS_JSON = False,
 ) -> None:
-    """Print a topic's records, by default the last 10; -f keeps following it. Gaps (records
-    evicted or expired) are explained on stderr."""
+    """Print a topic's records (by default the last 10); -f keeps following it.
+
+    Gaps (records evicted or expired) are explained on stderr."""
     _run(topic, url, api_key, offset, from_seq, last, until, follow, fmt, as_json)
 
 

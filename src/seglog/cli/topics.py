@@ -96,8 +96,9 @@ def topics_ls(
     prefix: Annotated[str, typer.Option(help="Only topics whose name starts with this.")] = "",
     as_json: AS_JSON = False,
 ) -> None:
-    """List topics with head, earliest, count and bytes (a table on a terminal, JSON lines
-    when piped)."""
+    """List topics with head, earliest, count and size.
+
+    A table on a terminal, JSON lines when piped."""
     with client_errors(url), common.client(url, api_key) as c:
         rows = list(c.iter_topics(prefix=prefix or None))
     if want_json(as_json):
@@ -154,8 +155,9 @@ def _panel(st: TopicState) -> Panel:
 def topics_describe(
     topic: TOPIC, url: URL = DEFAULT_URL, api_key: KEY = None, as_json: AS_JSON = False
 ) -> None:
-    """A topic's state (heads, count, size, queue counts) and full config: a panel on a
-    terminal, one JSON object when piped or with --json."""
+    """Show a topic's state (heads, count, size, queue counts) and config.
+
+    A panel on a terminal, one JSON object when piped or with --json."""
     with client_errors(url), common.client(url, api_key) as c:
         st = c.get_topic(topic, touch=False)
     if want_json(as_json):
@@ -189,8 +191,9 @@ def topics_create(
     leases_durable: LEASES_DURABLE = None,
     as_json: AS_JSON = False,
 ) -> None:
-    """Create a topic. Fails if it exists (use `topics alter` to change one), unless
-    --if-not-exists; settings not given take the server's defaults."""
+    """Create a topic; fails if it exists unless --if-not-exists.
+
+    Settings not given take the server's defaults; change an existing topic with `alter`."""
     config = {"type": type_} | given_fields(
         durability=durability,
         ttl_ms=ttl_ms,
@@ -253,8 +256,9 @@ def topics_alter(
     leases_durable: LEASES_DURABLE = None,
     as_json: AS_JSON = False,
 ) -> None:
-    """Change only the settings given, keeping every other one, and print the diff (reads
-    the config, changes those fields, writes it back)."""
+    """Change only the settings given, keep the rest, and print the diff.
+
+    Reads the config, changes those fields, writes it back."""
     changes = given_fields(
         durability=durability,
         ttl_ms=ttl_ms,
