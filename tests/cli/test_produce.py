@@ -3,7 +3,10 @@ in several batches, a bad line is reported by number, --raw, tag/node templates,
 
 from __future__ import annotations
 
+import os
+import pty
 import subprocess
+from pathlib import Path
 
 from seglog.client import Client, ReadRecord
 from tests.cli.conftest import cli_argv, cli_env, run_cli
@@ -102,3 +105,35 @@ def test_a_server_rejection_names_the_batch(server: ServerProcess) -> None:
     assert r.code == 1
     assert "line 1" in r.stderr and "invalid_request" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 2  # summary + the error
+
+
+def test_a_file_on_a_terminal_gets_a_progress_bar(
+    server: ServerProcess, client: Client, tmp_path: Path
+) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(f'{{"i": {i}}}\n' for i in range(20_000)))
+    master, slave = pty.openpty()
+    with src.open("rb") as stdin:
+        proc = subprocess.Popen(
+            cli_argv("produce", "bar", "--batch-size", "1000"),
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            env=cli_env(server.url, {"TERM": "xterm"}),
+        )
+    os.close(slave)
+    chunks: list[bytes] = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(60) == 0
+    shown = b"".join(chunks).decode(errors="replace")
+    assert "records" in shown and "/s" in shown
+    assert "bar: 20000 records in 20 batches, seqs 1..20000" in shown
+    assert client.get_topic("bar").count == 20_000

@@ -9,21 +9,31 @@ batch is one atomic write; a failure reports the line number and what was alread
 
 from __future__ import annotations
 
+import os
 import queue
+import stat
 import string
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, TextIO
 
 import orjson
 import typer
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
 
 from seglog.cli import common
 from seglog.cli.common import DEFAULT_URL, KEY, URL
-from seglog.cli.output import describe_error, fail, note, usage
+from seglog.cli.output import describe_error, err, fail, note, usage
 from seglog.client import Client, SeglogClientError
 
 MAX_BATCH = 10_000  # records per write (API §11)
@@ -79,6 +89,9 @@ class Producer:
     tally: Tally = field(default_factory=Tally)
     batch: list[dict[str, Any]] = field(default_factory=list)
     first_line: int = 0
+    pending_bytes: int = 0
+    on_sent: Callable[[int, int], None] | None = None
+    """Called after each batch with (records, input bytes): the progress bar."""
 
     def parse(self, lineno: int, line: str) -> dict[str, Any] | None:
         text = line.rstrip("\r\n")
@@ -126,7 +139,9 @@ class Producer:
         t.deduped += res.deduped
         t.first_seq = res.first_seq if t.first_seq is None else t.first_seq
         t.last_seq = res.last_seq
-        self.batch = []
+        if self.on_sent is not None:
+            self.on_sent(len(self.batch), self.pending_bytes)
+        self.batch, self.pending_bytes = [], 0
 
     def abort(self, lineno: int, why: str) -> Any:
         """Send what came before the failing line, then stop with its number."""
@@ -156,6 +171,7 @@ def _pump(p: Producer, q: queue.Queue[tuple[int, str] | None], size: int, linger
             p.send()
             return
         lineno, line = item
+        p.pending_bytes += len(line.encode())
         rec = p.parse(lineno, line)
         if rec is None:
             continue
@@ -222,8 +238,9 @@ def produce(
         )
         idempotency_key = idempotency_key or key
     q: queue.Queue[tuple[int, str] | None] = queue.Queue(maxsize=4 * batch_size)
-    with common.client(url, api_key) as c:
-        p = Producer(c, topic, url, raw, tag, node, idempotency_key)
+    size = None if data else file_size(sys.stdin)
+    with common.client(url, api_key) as c, progress_bar(size) as on_sent:
+        p = Producer(c, topic, url, raw, tag, node, idempotency_key, on_sent=on_sent)
         source: Iterable[str] = data if data else sys.stdin
         threading.Thread(target=_read_lines, args=(source, q), daemon=True).start()
         try:
@@ -233,3 +250,41 @@ def produce(
             note(p.tally.summary(topic), style="green")
             raise typer.Exit(130) from None
     note(p.tally.summary(topic), style="green")
+
+
+def file_size(stream: TextIO) -> int | None:
+    """The size of stdin when it is a regular file (`< file`), else None (a pipe, a tty)."""
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+@contextmanager
+def progress_bar(total: int | None) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar with the record rate on stderr, for a file on stdin when stderr is a
+    terminal; nothing otherwise (a pipe has no size, a log wants no bar)."""
+    if total is None or not err.is_terminal:
+        yield None
+        return
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[records]} records"),
+        TextColumn("{task.fields[rate]}/s"),
+        TimeRemainingColumn(),
+    )
+    started = time.monotonic()
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("produce", total=total, records=0, rate=0)
+        sent = 0
+
+        def on_sent(records: int, nbytes: int) -> None:
+            nonlocal sent
+            sent += records
+            rate = int(sent / max(time.monotonic() - started, 1e-3))
+            bar.update(task, advance=nbytes, records=sent, rate=rate)
+
+        yield on_sent
