@@ -46,6 +46,9 @@ def test_offsets(filled: str) -> None:
     assert seqs("consume", "t20", "--from", "18", url=filled) == [19, 20]
     assert seqs("tail", "t20", "--from", "0", "--last", "2", url=filled) == [19, 20]
     assert seqs("consume", "t20", "--until", "3", url=filled) == [1, 2, 3]
+    past = run_cli("tail", "t20", "-o", "100", url=filled)  # not read as a recreated topic
+    assert (past.code, past.stdout) == (0, "")
+    assert "past the head (20)" in past.stderr
 
 
 def test_offset_by_time(filled: str, client: Client) -> None:

@@ -98,3 +98,10 @@ def test_topics_ls_is_json_lines_in_a_pipe_and_a_table_on_a_terminal(
     assert "ls.b" in tty.stdout and "topic" in tty.stdout and "{" not in tty.stdout
     forced = run_cli_tty("topics", "ls", "--prefix", "ls.", "--json", url=server.url)
     assert '"topic":"ls.a"' in forced.stdout
+
+
+def test_a_malformed_url_is_a_usage_error() -> None:
+    for url in ("foo", "http://[::1", "http://h:99999", "ftp://h:1"):
+        r = run_cli("tail", "t", url=url)
+        assert r.code == 2, (url, r.stderr)
+        assert "Traceback" not in r.stderr and "--url" in r.stderr

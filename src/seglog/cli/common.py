@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
+from seglog.cli.output import usage
 from seglog.client import Client
 
 DEFAULT_URL = "http://127.0.0.1:4000"
@@ -31,6 +33,18 @@ def make_client(url: str, api_key: str | None) -> Client:
     return Client(url, api_key=api_key)
 
 
+def check_url(url: str) -> None:
+    """A malformed --url is a usage error (exit 2), not a connection failure or a traceback."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError as e:
+        usage(f"--url {url!r}: {e}; expected http://HOST:PORT")
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        usage(f"--url {url!r}: expected http://HOST:PORT (or https://)")
+
+
 def client(url: str, api_key: str | None) -> Client:
     """Looked up at call time so a test's replacement of `make_client` takes effect."""
+    check_url(url)
     return make_client(url, api_key)

@@ -107,8 +107,6 @@ def start_cursor(
         cursor = 0
     elif from_seq is not None:
         cursor = from_seq
-    elif offset is not None and offset.isdigit():
-        cursor = max(int(offset) - 1, 0)  # kcat: -o <offset> is the first record printed
     else:
         cursor = -1  # needs the topic's state
     needs_state = cursor < 0 or last is not None
@@ -118,7 +116,12 @@ def start_cursor(
     floor = max(st.earliest_seq - 1, 0)
     if cursor < 0:
         assert offset is not None
-        if offset == "end":
+        if offset.isdigit():  # kcat: -o <offset> is the first record printed
+            cursor = max(int(offset) - 1, 0)
+            if cursor > st.head_seq:  # a cursor past the head would read as a recreated topic
+                note(f"{topic}: seq {offset} is past the head ({st.head_seq}); starting there")
+                cursor = st.head_seq
+        elif offset == "end":
             cursor = st.head_seq
         elif re.fullmatch(r"-\d+", offset):
             cursor = max(st.head_seq - int(offset[1:]), floor)
