@@ -103,6 +103,9 @@ def test_tombstones_are_explained_in_words(server: ServerProcess, client: Client
     lines = r.json_lines()
     assert lines[0]["tombstone"]["gap_to"] == 5
     assert [x["$seq"] for x in lines[1:]] == [6, 7, 8, 9, 10]
+    last = run_cli("tail", "capped", "--last", "8", url=server.url)
+    assert [x["$seq"] for x in last.json_lines()] == [6, 7, 8, 9, 10]
+    assert last.stderr == ""
     tty = run_cli_tty("consume", "capped", "-F", "%s", url=server.url)
     assert tty.stdout.split() == ["6", "7", "8", "9", "10"]
     assert "were evicted" in tty.stderr

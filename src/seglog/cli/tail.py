@@ -130,7 +130,8 @@ def start_cursor(
         else:
             usage(f"-o {offset}: expected beginning, end, -N, @<time> or <seq>")
     if last is not None:
-        cursor = max(cursor, st.head_seq - last)
+        # "the last N" means live records; only an explicit --from cursor reports a gap below
+        cursor = max(cursor, st.head_seq - last, floor if from_seq is None else 0)
     return cursor
 
 
