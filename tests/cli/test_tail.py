@@ -11,7 +11,7 @@ import orjson
 import pytest
 from typer.testing import CliRunner, Result
 
-from seglog.cli import commands
+from seglog.cli import common
 from seglog.cli.main import app
 from seglog.client import Client
 from tests.client.conftest import FixedRng, err, ok
@@ -56,7 +56,7 @@ def run(monkeypatch: pytest.MonkeyPatch, handler: Handler, *args: str) -> Run:
             rng=FixedRng(),
         )
 
-    monkeypatch.setattr(commands, "_client", client)
+    monkeypatch.setattr(common, "make_client", client)
     return Run(CliRunner().invoke(app, ["tail", "jobs", *args]), sleeps)
 
 
@@ -100,9 +100,10 @@ def test_follow_resumes_after_the_session_is_lost(monkeypatch: pytest.MonkeyPatc
 
     result = run(monkeypatch, handler, "--follow", "--last", "2", "--api-key", "k")
     assert result.exit_code == 0, result.output
-    assert [line["seq"] for line in lines(result.stdout)] == [4, 5, 6, 10]
-    assert lines(result.stdout)[0] == {"seq": 4, "ts": 1_748_467_200_004, "data": {"n": 4}}
-    assert "records 7..9 (3) lost: the topic's size cap evicted them" in result.stderr
+    assert [line.get("$seq") for line in lines(result.stdout)] == [4, 5, 6, None, 10]
+    assert lines(result.stdout)[0] == {"$seq": 4, "$ts": 1_748_467_200_004, "data": {"n": 4}}
+    assert lines(result.stdout)[3]["tombstone"]["gap_from"] == 7
+    assert "jobs: records 7..9 were evicted by the topic's cap; 3 missed" in result.stderr
     assert "jobs: topic deleted" in result.stderr
     assert [c["topics"] for c in watch.creates] == [
         {"jobs": {"from_seq": 3}},
@@ -119,7 +120,7 @@ def test_follow_from_an_explicit_seq_skips_the_state_call(monkeypatch: pytest.Mo
     )
     result = run(monkeypatch, watch, "-f", "--from", "7")
     assert result.exit_code == 0, result.output
-    assert [line["seq"] for line in lines(result.stdout)] == [8]
+    assert [line["$seq"] for line in lines(result.stdout)] == [8]
 
 
 def test_follow_reports_an_unknown_topic(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -172,6 +173,7 @@ def test_without_follow_tail_reads_once(monkeypatch: pytest.MonkeyPatch) -> None
                 "head_seq": 3,
             }
         },
-        {"seq": 2, "ts": 5, "data": "x", "tag": "t"},
-        {"seq": 3, "ts": 6},
+        {"$seq": 2, "$ts": 5, "data": "x", "$tag": "t"},
+        {"$seq": 3, "$ts": 6, "data": None},
     ]
+    assert "jobs: record 1 expired (the topic's TTL); 1 missed" in result.stderr

@@ -6,20 +6,64 @@ engine; every other command talks to a running server through the public client 
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from seglog.cli.commands import register_client_commands
 from seglog.cli.offline import register_offline_commands
+from seglog.cli.output import describe_error, err
+from seglog.client import SeglogClientError
 
-app = typer.Typer(
+
+class SeglogApp(typer.Typer):
+    """The root app. A client error that escapes a command (none should: each command wraps
+    its calls in `client_errors`) still becomes one line and exit code 1, never a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except SeglogClientError as e:
+            err.print(f"seglog: error: {describe_error(e, _url_from_env())}", markup=False)
+            sys.exit(1)
+
+
+def _url_from_env() -> str:
+    return os.environ.get("SEGLOG_URL", "http://127.0.0.1:4000")
+
+
+app = SeglogApp(
     name="seglog",
     help="seglog: a persistent single-node event log.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from seglog import __version__
+
+        typer.echo(f"seglog {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """seglog: a persistent single-node event log. Client commands talk to the server at
+    --url (env SEGLOG_URL, default http://127.0.0.1:4000) with --api-key (SEGLOG_API_KEY)."""
 
 
 @app.command()

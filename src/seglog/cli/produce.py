@@ -1,0 +1,290 @@
+"""`seglog produce`: stdin lines (or arguments) to records, streamed in batches.
+
+Lines are read on a thread as they arrive and handed to the sender through a queue, so a batch
+goes out when it reaches `--batch-size` records or when its first record has waited
+`--linger-ms`, whichever comes first: `tail -f app.log | seglog produce t` sends each line
+within the linger time, and a 10,001-line file goes out in batches the server accepts. Each
+batch is one atomic write; a failure reports the line number and what was already committed.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import stat
+import string
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Annotated, Any, TextIO
+
+import orjson
+import typer
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskProgressColumn,
+    TextColumn,
+    TimeRemainingColumn,
+)
+
+from seglog.cli import common
+from seglog.cli.common import DEFAULT_URL, KEY, URL
+from seglog.cli.output import describe_error, err, fail, note, usage
+from seglog.client import Client, SeglogClientError
+
+MAX_BATCH = 10_000  # records per write (API §11)
+_EOF = None
+
+
+class _Fields(dict[str, Any]):
+    def __missing__(self, key: str) -> Any:
+        raise KeyError(key)
+
+
+def fields_of(data: Any) -> Mapping[str, Any]:
+    """What a `--tag`/`--node` template may name: the keys of an object line, else `data`."""
+    return _Fields(data) if isinstance(data, dict) else _Fields(data=data)
+
+
+def render(template: str, data: Any) -> str:
+    """`--tag 'user-{user}'` → `user-42` for the line `{"user": 42}`; `{a[b]}` reaches into
+    nested objects; a template without braces is used as is."""
+    if "{" not in template:
+        return template
+    return string.Formatter().vformat(template, (), fields_of(data))
+
+
+@dataclass
+class Tally:
+    records: int = 0
+    batches: int = 0
+    first_seq: int | None = None
+    last_seq: int | None = None
+    deduped: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def summary(self, topic: str) -> str:
+        if not self.records:
+            return f"{topic}: no records sent"
+        text = (
+            f"{topic}: {self.records} records in {self.batches} "
+            f"batch{'es' if self.batches != 1 else ''}, seqs {self.first_seq}..{self.last_seq}"
+        )
+        return text + (f" ({self.deduped} batches deduped)" if self.deduped else "")
+
+
+@dataclass
+class Producer:
+    client: Client
+    topic: str
+    url: str
+    raw: bool
+    tag: str | None
+    node: str | None
+    idempotency_key: str | None
+    tally: Tally = field(default_factory=Tally)
+    batch: list[dict[str, Any]] = field(default_factory=list)
+    first_line: int = 0
+    pending_bytes: int = 0
+    on_sent: Callable[[int, int], None] | None = None
+    """Called after each batch with (records, input bytes): the progress bar."""
+
+    def parse(self, lineno: int, line: str) -> dict[str, Any] | None:
+        text = line.rstrip("\r\n")
+        if not text.strip():
+            return None
+        if self.raw:
+            data: Any = text
+        else:
+            try:
+                data = orjson.loads(text)
+            except orjson.JSONDecodeError as e:
+                self.abort(lineno, f"not JSON ({e}); hint: use --raw for plain-text lines")
+        rec: dict[str, Any] = {"data": data}
+        try:
+            if self.tag is not None:
+                rec["tag"] = render(self.tag, data)
+            if self.node is not None:
+                rec["node"] = render(self.node, data)
+        except (KeyError, IndexError, ValueError, AttributeError) as e:
+            self.abort(lineno, f"a --tag/--node template field is missing or malformed: {e}")
+        return rec
+
+    def add(self, lineno: int, rec: dict[str, Any]) -> None:
+        if not self.batch:
+            self.first_line = lineno
+        self.batch.append(rec)
+
+    def send(self) -> None:
+        if not self.batch:
+            return
+        key = None if self.idempotency_key is None else f"{self.idempotency_key}:{self.first_line}"
+        try:
+            res = self.client.append(self.topic, self.batch, idempotency_key=key)
+        except SeglogClientError as e:
+            n = len(self.batch)
+            self.batch = []
+            self.abort(
+                self.first_line,
+                f"the batch of lines from {self.first_line} ({n} records) was not written: "
+                + describe_error(e, self.url),
+            )
+        t = self.tally
+        t.records += len(self.batch)
+        t.batches += 1
+        t.deduped += res.deduped
+        t.first_seq = res.first_seq if t.first_seq is None else t.first_seq
+        t.last_seq = res.last_seq
+        if self.on_sent is not None:
+            self.on_sent(len(self.batch), self.pending_bytes)
+        self.batch, self.pending_bytes = [], 0
+
+    def abort(self, lineno: int, why: str) -> Any:
+        """Send what came before the failing line, then stop with its number."""
+        self.send()  # a failure here reports itself (and the line it started at)
+        note(self.tally.summary(self.topic), style="green")
+        fail(f"line {lineno}: {why}")
+
+
+def _read_lines(stream: Iterable[str], q: queue.Queue[tuple[int, str] | None]) -> None:
+    try:
+        for n, line in enumerate(stream, 1):
+            q.put((n, line))
+    finally:
+        q.put(_EOF)
+
+
+def _pump(p: Producer, q: queue.Queue[tuple[int, str] | None], size: int, linger: float) -> None:
+    deadline = 0.0
+    while True:
+        timeout = max(deadline - time.monotonic(), 0.0) if p.batch else None
+        try:
+            item = q.get(timeout=timeout)
+        except queue.Empty:
+            p.send()  # linger expired: the first record of the batch waited long enough
+            continue
+        if item is _EOF:
+            p.send()
+            return
+        lineno, line = item
+        p.pending_bytes += len(line.encode())
+        rec = p.parse(lineno, line)
+        if rec is None:
+            continue
+        if not p.batch:
+            deadline = time.monotonic() + linger
+        p.add(lineno, rec)
+        if len(p.batch) >= size:
+            p.send()
+
+
+def produce(
+    topic: Annotated[
+        str, typer.Argument(metavar="TOPIC", help="Topic to append to (created on first write).")
+    ],
+    data: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="DATA",
+            help="Records as arguments (one JSON value each); stdin lines if none.",
+        ),
+    ] = None,
+    url: URL = DEFAULT_URL,
+    api_key: KEY = None,
+    raw: Annotated[
+        bool, typer.Option("--raw", help='Plain-text lines: each becomes {"data": "<line>"}.')
+    ] = False,
+    tag: Annotated[
+        str | None,
+        typer.Option(help="Tag of each record; a template like '{user}' takes fields of the line."),
+    ] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(help="Writer node id of each record (template like --tag)."),
+    ] = None,
+    batch_size: Annotated[
+        int, typer.Option(help="Send a batch once it has this many records (max 10000).")
+    ] = 500,
+    linger_ms: Annotated[
+        int, typer.Option(help="Send a batch once its first record waited this long (ms).")
+    ] = 100,
+    idempotency_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Retry-safe writes: each batch is sent with KEY:<its first line number>, "
+            "so re-running the same input dedupes instead of appending twice."
+        ),
+    ] = None,
+    key: Annotated[
+        str | None, typer.Option("--key", hidden=True, help="Deprecated: --idempotency-key.")
+    ] = None,
+) -> None:
+    """Append records from stdin lines (or arguments), sent in batches as they arrive.
+
+    Each line is one JSON value (or plain text with --raw). A summary (records, first/last
+    seq) goes to stderr."""
+    if not 1 <= batch_size <= MAX_BATCH:
+        usage(f"--batch-size must be 1..{MAX_BATCH}")
+    if linger_ms < 0:
+        usage("--linger-ms must be >= 0")
+    if key is not None:
+        note(
+            "seglog: warning: --key is deprecated; it sets the idempotency key (not a message "
+            "key): use --idempotency-key"
+        )
+        idempotency_key = idempotency_key or key
+    q: queue.Queue[tuple[int, str] | None] = queue.Queue(maxsize=4 * batch_size)
+    size = None if data else file_size(sys.stdin)
+    with common.client(url, api_key) as c, progress_bar(size) as on_sent:
+        p = Producer(c, topic, url, raw, tag, node, idempotency_key, on_sent=on_sent)
+        source: Iterable[str] = data if data else sys.stdin
+        threading.Thread(target=_read_lines, args=(source, q), daemon=True).start()
+        try:
+            _pump(p, q, batch_size, linger_ms / 1000)
+        except KeyboardInterrupt:
+            p.send()
+            note(p.tally.summary(topic), style="green")
+            raise typer.Exit(130) from None
+    note(p.tally.summary(topic), style="green")
+
+
+def file_size(stream: TextIO) -> int | None:
+    """The size of stdin when it is a regular file (`< file`), else None (a pipe, a tty)."""
+    try:
+        st = os.fstat(stream.fileno())
+    except (OSError, ValueError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+
+@contextmanager
+def progress_bar(total: int | None) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar with the record rate on stderr, for a file on stdin when stderr is a
+    terminal; nothing otherwise (a pipe has no size, a log wants no bar)."""
+    if total is None or not err.is_terminal:
+        yield None
+        return
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.fields[records]} records"),
+        TextColumn("{task.fields[rate]}/s"),
+        TimeRemainingColumn(),
+    )
+    started = time.monotonic()
+    with Progress(*columns, console=err, transient=True) as bar:
+        task = bar.add_task("produce", total=total, records=0, rate=0)
+        sent = 0
+
+        def on_sent(records: int, nbytes: int) -> None:
+            nonlocal sent
+            sent += records
+            rate = int(sent / max(time.monotonic() - started, 1e-3))
+            bar.update(task, advance=nbytes, records=sent, rate=rate)
+
+        yield on_sent
