@@ -180,10 +180,10 @@ def test_tail_follow_survives_a_server_restart(tmp_path: Path) -> None:
         )
         lines = JsonLines(proc)
         try:
-            assert [lines.next()["seq"] for _ in range(3)] == [1, 2, 3]
+            assert [lines.next()["$seq"] for _ in range(3)] == [1, 2, 3]
             srv.restart()
             c.append("live-t", [{"data": i} for i in range(4, 7)])
-            assert [lines.next()["seq"] for _ in range(3)] == [4, 5, 6]
+            assert [lines.next()["$seq"] for _ in range(3)] == [4, 5, 6]
             c.delete_topic("live-t")
             assert proc.wait(30) == 0
             assert lines.remaining() == []  # nothing after 6: no duplicate
