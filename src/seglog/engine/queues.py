@@ -44,6 +44,7 @@ from seglog.model import (
     WriteResult,
     clamp_lease,
 )
+from seglog.storage.segment import PinnedSegment
 
 
 class QueueHost(Protocol):
@@ -166,7 +167,8 @@ class Queues:
             )
             self._log(t, out.events, now)
             wanted = [g.seq for g in out.grants] + out.dead
-            records = self._records(t, wanted)
+            found, missing, pins = self._gather(t, wanted)
+        records = self._fill(t, found, missing, pins)
         if out.dead:
             self._dead_letter(t, [records[s] for s in out.dead], now)
         jobs: list[list[Job]] = [[] for _ in cohort]
@@ -176,10 +178,12 @@ class Queues:
             ready = counts_of(t, now).ready
         return ClaimResult(name, jobs, ready)
 
-    def _records(self, t: TopicState, seqs: list[int]) -> dict[int, Record]:
-        """Under `t.lock`: the records of live `seqs`; payloads that left memory are read
-        from their sealed segments (pinned here, read now: the lock is held for a claim's
-        few jobs only)."""
+    def _gather(
+        self, t: TopicState, seqs: list[int]
+    ) -> tuple[dict[int, Record], list[Missing], list[PinnedSegment]]:
+        """Under `t.lock`: the records of live `seqs` whose payloads are in memory, and the
+        others described and their sealed segments pinned, to be read after the lock is
+        released (`_fill`): a slow disk then delays this claim, never the topic's writers."""
         out: dict[int, Record] = {}
         missing: list[Missing] = []
         for seq in sorted(seqs):
@@ -189,13 +193,20 @@ class Queues:
                 missing.append((len(missing), seq, t.ts[i], t.node[i], t.tag[i]))
             else:
                 out[seq] = Record(seq, t.ts[i], data, t.meta[i], t.node[i], t.tag[i])
+        pins: list[PinnedSegment] = []
+        if missing and t.segments is not None:
+            pins = t.segments.pin_range(missing[0][1], missing[-1][1])
+        return out, missing, pins
+
+    @staticmethod
+    def _fill(
+        t: TopicState, out: dict[int, Record], missing: list[Missing], pins: list[PinnedSegment]
+    ) -> dict[int, Record]:
         if missing:
-            segs = t.segments
-            if segs is None:
+            if t.segments is None:
                 raise LookupError(f"{t.name!r}: payloads of {missing[0][1]} missing")
-            pins = segs.pin_range(missing[0][1], missing[-1][1])
             filled = [PLACEHOLDER] * len(missing)
-            payloads.fill(filled, missing, segs.store, pins)
+            payloads.fill(filled, missing, t.segments.store, pins)
             out.update((r.seq, r) for r in filled)
         return out
 
