@@ -43,6 +43,9 @@ class ServerState:
     shutting_down: bool = False
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set with shutting_down
     inflight: dict[str, int] = field(default_factory=dict)
+    # Per queue topic: set (and replaced) when an ack/nack/extend settled jobs there, so the
+    # topic's `/work` streams refill at once instead of at their next 250 ms re-check.
+    queue_settles: dict[str, asyncio.Event] = field(default_factory=dict)
     started_monotonic: float = 0.0
 
     def __post_init__(self) -> None:
@@ -60,6 +63,18 @@ class ServerState:
         self.start(asyncio.get_running_loop())  # a stream may open before `serve` calls it
         assert self.waiters is not None
         return await self.waiters.wait(topics, timeout_s)
+
+    def queue_settled(self, topic: str) -> None:
+        """Jobs of `topic` were acked, nacked or released: wake its `/work` streams."""
+        ev = self.queue_settles.pop(topic, None)
+        if ev is not None:
+            ev.set()
+
+    def queue_settle_event(self, topic: str) -> asyncio.Event:
+        ev = self.queue_settles.get(topic)
+        if ev is None:
+            ev = self.queue_settles[topic] = asyncio.Event()
+        return ev
 
     async def park(
         self, stream: ParkedStream, topics: list[str], timeout_s: float, kick: bool

@@ -87,6 +87,8 @@ async def _settle(request: Request, verb: str) -> tuple[SettleRequest, SettleRes
         res = await db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
     else:
         res = await db.extend(name, req.node, req.seqs, req.fences, req.lease_ms)
+    if res.done and verb != "extend":
+        server_state(request).queue_settled(name)  # `/work` streams refill now
     return req, res, t0
 
 

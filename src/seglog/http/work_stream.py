@@ -91,7 +91,18 @@ class WorkStream:
             if idle_ms >= HEARTBEAT_MS:
                 await send(heartbeat(self.clock.now_ms()))
                 last_sent = self.clock.monotonic()
-            await st.wait_for_append([name], RECHECK_S)
+            await self._wait(RECHECK_S)
+
+    async def _wait(self, timeout_s: float) -> None:
+        """Until an append to the topic, a settle of its jobs (a lease of this stream may
+        be gone), shutdown, or `timeout_s` (expiry is only seen by re-checking)."""
+        settled = asyncio.ensure_future(self.st.queue_settle_event(self.topic).wait())
+        appended = asyncio.ensure_future(self.st.wait_for_append([self.topic], timeout_s))
+        try:
+            await asyncio.wait((settled, appended), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            settled.cancel()
+            appended.cancel()
 
     async def _claim(self, deficit: int) -> list[Job]:
         # Shielded: if the client goes away mid-claim, `close` still waits for the leases
@@ -107,7 +118,8 @@ class WorkStream:
         pending = self._claiming
         if pending is not None and not pending.done():
             await asyncio.gather(pending, return_exceptions=True)
-        self.st.db.release_conn(self.topic, self.conn)
+        if self.st.db.release_conn(self.topic, self.conn):
+            self.st.queue_settled(self.topic)  # other streams may take them at once
 
     def _error(self, code: int | str, message: str) -> bytes:
         data = b'{"code":%b,"error":%b,"topic":%b}' % (

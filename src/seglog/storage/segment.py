@@ -257,7 +257,10 @@ class SegmentStore:
         )  # fmt: skip
 
     def mark_deleted(self, info: SegmentInfo, seqs: Sequence[int]) -> None:
-        """Set the del_flag of each seq (one-byte writes), then fsync the file once."""
+        """Set the del_flag of each seq (one-byte writes; not fsynced: a flag only repeats a
+        delete that the WAL, then every later snapshot, already holds, so after a crash it
+        may be lost or kept and either way the record stays deleted — STORAGE §6 step 8
+        only adds flagged deletes, never removes one)."""
         if not seqs:
             return
         with self.flag_lock:
@@ -281,7 +284,6 @@ class SegmentStore:
             try:
                 for pos in positions:
                     write_all_at(f, _DELETED, pos)
-                f.sync()
             finally:
                 f.close()
             if isinstance(m.data, bytes):
