@@ -439,7 +439,10 @@ async def run(
     maxn = max(ns)
     conn = aiohttp.TCPConnector(limit=2 * maxn + 16, limit_per_host=0)
     out: dict[str, Any] = {"ceiling": {}, "cells": {}}
-    async with aiohttp.ClientSession(connector=conn) as sess:
+    # No total timeout: a push cell at N=1 streams for minutes (see above); a stalled read
+    # still fails after `sock_read`.
+    timeout = aiohttp.ClientTimeout(total=None, sock_read=120)
+    async with aiohttp.ClientSession(connector=conn, timeout=timeout) as sess:
         rcs = {
             m: aioredis.Redis(port=p, max_connections=maxn + 8, single_connection_client=False)
             for m, (p, _pid) in redis_ports.items()
