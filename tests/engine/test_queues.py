@@ -321,3 +321,35 @@ def test_durable_leases_outlive_a_snapshot(kind: ImageKind) -> None:
         assert e2.queues.ack("q", "w", [1, 2, 3], []).done == [1, 2, 3]
     finally:
         e2.close(snapshot=False)
+
+
+@pytest.mark.parametrize("how", ["refused", "commit-failed"])
+def test_an_ack_whose_delete_fails_leaves_the_jobs_claimable(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch, how: str
+) -> None:
+    """SEMANTICS §10.4: if the durable delete fails, the acked seqs go back to `reclaim`
+    and the request fails; nothing was deleted."""
+    from seglog.core.frames import FrameType
+    from seglog.storage.wal_commit import Commit, WalError
+
+    e = make_engine()
+    e.put_topic("q", queue(lease_ms=60_000))
+    jobs(e, "q", 3)
+    assert claim(e, "q", "w", 3) == [1, 2, 3]
+    real = e._submit
+
+    def failing(tid: int, frames: list[bytes], durable: bool) -> Commit:
+        if frames[0][4] == FrameType.DELETE:  # the type byte after the u32 frame length
+            if how == "refused":
+                raise SeglogError(ErrorCode.THROTTLED, "WAL ingest queue is full")
+            c = Commit()
+            c._complete(WalError("disk on fire"))
+            return c
+        return real(tid, frames, durable)
+
+    monkeypatch.setattr(e, "_submit", failing)
+    with pytest.raises(SeglogError):
+        e.queues.ack("q", "w", [1, 2], [])
+    monkeypatch.setattr(e, "_submit", real)
+    assert sorted(read_all(e, "q")) == [1, 2, 3]
+    assert claim(e, "q", "x", 10) == [1, 2]  # back in reclaim at once; 3 is still w's

@@ -638,16 +638,26 @@ class Engine:
         memory only after its WAL frame committed per the topic class."""
         if before_seq is None and match is None and not seqs:
             raise invalid("delete needs before_seq and/or match")
-        t = self._topic(name)
-        now = self.clock.now_ms()
-        with t.lock:
-            self.retain(t, now)
-            op = deletes.submit_delete(t, before_seq, match, seqs, now, self._submit)
+        op = self._delete_begin(name, before_seq, match, seqs)
         self.drain(op)
         if op.error is not None:
             raise op.error
         assert op.delete_result is not None
         return op.delete_result
+
+    def delete_begin(self, name: str, seqs: Sequence[int]) -> PendingOp:
+        """Submit an explicit-seq delete without waiting (an event loop awaits the op with
+        `aio.finish_op`; the result is `op.delete_result`, or `op.error`)."""
+        return self._delete_begin(name, None, None, seqs)
+
+    def _delete_begin(
+        self, name: str, before_seq: int | None, match: Selector | None, seqs: Sequence[int]
+    ) -> PendingOp:
+        t = self._topic(name)
+        now = self.clock.now_ms()
+        with t.lock:
+            self.retain(t, now)
+            return deletes.submit_delete(t, before_seq, match, seqs, now, self._submit)
 
     # ---- reads ----------------------------------------------------------------------
     def read(

@@ -29,7 +29,7 @@ import orjson
 from seglog.clock import Clock
 from seglog.core.frame_bodies import LeaseBody
 from seglog.core.frames import FrameType, WalFrame, encode_control
-from seglog.core.leases import Claimer, LeaseBook, LeaseEvent
+from seglog.core.leases import Claimer, ClaimOutcome, LeaseBook, LeaseEvent
 from seglog.engine import payloads
 from seglog.engine.ops import PendingOp
 from seglog.engine.registry import Registry
@@ -60,6 +60,7 @@ class QueueHost(Protocol):
         self, name: str, records: Sequence[RecordIn], *, create: bool | None = None
     ) -> WriteResult: ...
     def delete_records(self, name: str, *, seqs: Sequence[int] = ()) -> DeleteResult: ...
+    def delete_begin(self, name: str, seqs: Sequence[int]) -> PendingOp: ...
     def submit_frames(self, topic_id: int, frames: list[bytes]) -> object: ...
 
 
@@ -83,6 +84,28 @@ class ClaimResult:
     topic: str
     jobs: list[list[Job]]  # per cohort member, in delivery order
     ready: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimPass:
+    """A claim pass done under the lock, its payload reads and dead letters still to do."""
+
+    topic: TopicState
+    cohort: int
+    outcome: ClaimOutcome
+    now: int
+    found: dict[int, Record]
+    missing: list[Missing]
+    pins: list[PinnedSegment]
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAck:
+    topic: TopicState
+    done: list[int]
+    skipped: list[int]
+    now: int
+    delete: PendingOp | None  # the submitted delete of the acked jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,21 +165,27 @@ class Queues:
     # ---- claim ----------------------------------------------------------------------------
     def claim(self, name: str, cohort: Sequence[Claimer], lease_ms: int | None) -> ClaimResult:
         """SEMANTICS §10.3: one pass serving `cohort` round-robin. Jobs over
-        `max_deliveries` are diverted to the dead-letter topic on the way."""
+        `max_deliveries` are diverted to the dead-letter topic on the way. (Sync callers;
+        an event loop runs `claim_pass` and `claim_finish` itself.)"""
         e = self.engine
-        t = self.topic(name)
+        self.topic(name)
         e.drain_routers_into(name)
         op = e.prepare_read(name)  # the retention pass, waited for
         if op is not None:
             e.drain(op)
-        now = e.clock.now_ms()
+        return self.claim_finish(self.claim_pass(name, cohort, lease_ms))
+
+    def claim_pass(self, name: str, cohort: Sequence[Claimer], lease_ms: int | None) -> ClaimPass:
+        """The pass itself, under the topic lock, never waiting: leases granted, Lease
+        frames submitted, payloads in memory taken and sealed ones pinned."""
+        t = self.topic(name)
+        now = self.engine.clock.now_ms()
         cfg = t.config
         lease = clamp_lease(cfg.lease_ms if lease_ms is None else lease_ms)
         with t.lock:
             if t.deleted:
                 raise topic_not_found(name)
-            book = book_of(t)
-            out = book.claim(
+            out = book_of(t).claim(
                 cohort,
                 now,
                 lease,
@@ -168,15 +197,20 @@ class Queues:
             self._log(t, out.events, now)
             wanted = [g.seq for g in out.grants] + out.dead
             found, missing, pins = self._gather(t, wanted)
-        records = self._fill(t, found, missing, pins)
+        return ClaimPass(t, len(cohort), out, now, found, missing, pins)
+
+    def claim_finish(self, p: ClaimPass) -> ClaimResult:
+        """Read the pinned payloads, divert dead letters (a write: may wait), build jobs."""
+        t, out = p.topic, p.outcome
+        records = self._fill(t, p.found, p.missing, p.pins)
         if out.dead:
-            self._dead_letter(t, [records[s] for s in out.dead], now)
-        jobs: list[list[Job]] = [[] for _ in cohort]
+            self._dead_letter(t, [records[s] for s in out.dead], p.now)
+        jobs: list[list[Job]] = [[] for _ in range(p.cohort)]
         for g in out.grants:
             jobs[g.claimer].append(Job(records[g.seq], g.lease_id, g.deadline, g.deliveries))
         with t.lock:
-            ready = counts_of(t, now).ready
-        return ClaimResult(name, jobs, ready)
+            ready = counts_of(t, p.now).ready
+        return ClaimResult(t.name, jobs, ready)
 
     def _gather(
         self, t: TopicState, seqs: list[int]
@@ -230,14 +264,39 @@ class Queues:
     def ack(self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]) -> SettleResult:
         """SEMANTICS §10.4: the leases go, then the jobs are deleted from the log (durably
         first on an `fsync` topic); a failed delete makes them claimable again and fails."""
+        a = self.ack_begin(name, node, seqs, fences)
+        if a.delete is not None:
+            self.engine.drain(a.delete)
+        return self.ack_finish(a)
+
+    def ack_begin(
+        self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]
+    ) -> PendingAck:
+        """The leases go and the delete of the acked jobs is submitted (never waits: the
+        caller awaits `delete` — `Engine.drain` or the loop's `finish_op` — then calls
+        `ack_finish`)."""
         t = self.topic(name)
         now = self.engine.clock.now_ms()
         with t.lock:
             s = book_of(t).ack(node, seqs, fences, now)
             self._log(t, s.events, now)
+        op = None
         if s.done:
-            self._delete(t, s.done)
-        return self._settled(t, s.done, s.skipped, now, {})
+            try:
+                op = self.engine.delete_begin(name, s.done)
+            except SeglogError:
+                with t.lock:
+                    book_of(t).requeue(s.done)
+                raise
+        return PendingAck(t, s.done, s.skipped, now, op)
+
+    def ack_finish(self, a: PendingAck) -> SettleResult:
+        op = a.delete
+        if op is not None and op.error is not None:
+            with a.topic.lock:
+                book_of(a.topic).requeue(a.done)  # not deleted: claimable again
+            raise op.error
+        return self._settled(a.topic, a.done, a.skipped, a.now, {})
 
     def nack(
         self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int], delay_ms: int
@@ -310,6 +369,11 @@ class Queues:
             with t.lock:
                 book_of(t).requeue(seqs)
             raise
+
+    @staticmethod
+    def needs_thread(p: ClaimPass) -> bool:
+        """Whether finishing `p` may wait (a dead-letter write) or read the cold tier."""
+        return bool(p.outcome.dead) or any(pin.info.tier == "cold" for pin in p.pins)
 
     def _log(self, t: TopicState, events: list[LeaseEvent], now: int) -> None:
         """Under `t.lock`: the Lease frames of `events`, if this queue logs them. Best

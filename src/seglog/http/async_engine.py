@@ -136,20 +136,38 @@ class AsyncEngine:
     async def _claim_pass(
         self, name: str, cohort: list[Claimer], lease_ms: int | None
     ) -> ClaimResult:
-        return await blocking(self.engine.queues.claim, name, cohort, lease_ms)
+        """On the loop, like a read: forwarding that may read sealed payloads and a dead-
+        letter write go to a thread; a due retention watermark is awaited here."""
+        e, q = self.engine, self.engine.queues
+        q.topic(name)
+        if e.routers_pending_into(name):
+            await blocking(e.drain_routers_into, name)
+        evict = e.prepare_read(name)
+        if evict is not None:
+            await finish_op(e, evict)
+        p = q.claim_pass(name, cohort, lease_ms)
+        if q.needs_thread(p):
+            return await blocking(q.claim_finish, p)
+        return q.claim_finish(p)
 
     async def ack(self, name: str, node: str, seqs: list[int], fences: list[int]) -> SettleResult:
-        return await blocking(self.engine.queues.ack, name, node, seqs, fences)
+        """The delete's commit is awaited on the loop, as a write's is."""
+        q = self.engine.queues
+        a = q.ack_begin(name, node, seqs, fences)
+        if a.delete is not None:
+            await finish_op(self.engine, a.delete)
+        return q.ack_finish(a)
 
-    async def nack(
+    def nack(
         self, name: str, node: str, seqs: list[int], fences: list[int], delay_ms: int
     ) -> SettleResult:
-        return await blocking(self.engine.queues.nack, name, node, seqs, fences, delay_ms)
+        """In memory (a Lease frame, if any, is only queued): runs on the loop."""
+        return self.engine.queues.nack(name, node, seqs, fences, delay_ms)
 
-    async def extend(
+    def extend(
         self, name: str, node: str, seqs: list[int], fences: list[int], lease_ms: int
     ) -> SettleResult:
-        return await blocking(self.engine.queues.extend, name, node, seqs, fences, lease_ms)
+        return self.engine.queues.extend(name, node, seqs, fences, lease_ms)
 
     def held_by_conn(self, name: str, conn: int) -> int:
         """Un-expired leases of a `/work` connection (in memory; cheap)."""

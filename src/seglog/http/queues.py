@@ -84,9 +84,9 @@ async def _settle(request: Request, verb: str) -> tuple[SettleRequest, SettleRes
     if verb == "ack":
         res = await db.ack(name, req.node, req.seqs, req.fences)
     elif verb == "nack":
-        res = await db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
+        res = db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
     else:
-        res = await db.extend(name, req.node, req.seqs, req.fences, req.lease_ms)
+        res = db.extend(name, req.node, req.seqs, req.fences, req.lease_ms)
     if res.done and verb != "extend":
         server_state(request).queue_settled(name)  # `/work` streams refill now
     return req, res, t0
