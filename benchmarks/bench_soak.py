@@ -41,11 +41,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def rss_mb(pid: int) -> float:
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(anonymous, file-backed) resident MB: mapped segment and snapshot files count in
+    RSS as file pages the kernel can drop; anonymous memory is the heap."""
+    got = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+        if line.startswith(("RssAnon:", "RssFile:")):
+            got[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return got.get("RssAnon", 0.0), got.get("RssFile", 0.0)
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -59,7 +62,7 @@ def pct(xs: list[float], p: float) -> float:
 class Samples:
     writes: list[tuple[float, float]] = field(default_factory=list)  # (end time, latency s)
     reads: list[tuple[float, float, int]] = field(default_factory=list)  # (+ records)
-    rss: list[tuple[float, float]] = field(default_factory=list)
+    rss: list[tuple[float, float, float]] = field(default_factory=list)  # (t, anon, file)
     errors: int = 0
 
 
@@ -117,7 +120,7 @@ async def soak(base: str, pid: int, seconds: float) -> Samples:
 
         async def sampler() -> None:
             while time.monotonic() < stop:
-                out.rss.append((time.monotonic() - t0, rss_mb(pid)))
+                out.rss.append((time.monotonic() - t0, *rss_mb(pid)))
                 await asyncio.sleep(1.0)
 
         await asyncio.gather(*(writer() for _ in range(WRITERS)), reader(), sampler())
@@ -131,7 +134,7 @@ def windows(s: Samples, seconds: float, width: float) -> list[dict[str, float]]:
         lo, hi = k * width, (k + 1) * width
         w = [lat for t, lat in s.writes if lo <= t < hi]
         r = [lat for t, lat, _ in s.reads if lo <= t < hi]
-        m = [v for t, v in s.rss if lo <= t < hi]
+        m = [(a, f) for t, a, f in s.rss if lo <= t < hi]
         rows.append(
             {
                 "start_s": lo,
@@ -139,7 +142,8 @@ def windows(s: Samples, seconds: float, width: float) -> list[dict[str, float]]:
                 "write_p50_ms": pct(w, 50) * 1000,
                 "write_p99_ms": pct(w, 99) * 1000,
                 "read_p99_ms": pct(r, 99) * 1000,
-                "rss_mb": max(m) if m else 0.0,
+                "rss_anon_mb": max(a for a, _ in m) if m else 0.0,
+                "rss_file_mb": max(f for _, f in m) if m else 0.0,
             }
         )
     return rows
@@ -190,20 +194,25 @@ def main() -> None:
         "min_window_over_mean": round(min(rates) / mean, 3) if mean else 0.0,
         "write_p99_ms": round(pct([lat for _, lat in s.writes], 99) * 1000, 1),
         "read_p99_ms": round(pct([lat for _, lat, _ in s.reads], 99) * 1000, 1),
-        "rss_mb_first_last_max": [
+        "rss_anon_mb_first_last_max": [
             round(s.rss[0][1]) if s.rss else 0,
             round(s.rss[-1][1]) if s.rss else 0,
-            round(max(v for _, v in s.rss)) if s.rss else 0,
+            round(max(a for _, a, _ in s.rss)) if s.rss else 0,
         ],
+        "rss_file_mb_max": round(max(f for _, _, f in s.rss)) if s.rss else 0,
         "errors": s.errors,
     }
     print(f"generator ceiling (aiohttp, {WRITERS} conns, GET /v0/health): {ceil:,.0f} req/s")
-    print("| window (s) | write req/s | write p50 ms | write p99 ms | read p99 ms | RSS MB |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| window (s) | write req/s | write p50 ms | write p99 ms | read p99 ms "
+        "| RSS anon MB | RSS file MB |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for r in rows:
         print(
             f"| {r['start_s']:.0f} | {r['write_req_s']:,.0f} | {r['write_p50_ms']:.1f} | "
-            f"{r['write_p99_ms']:.1f} | {r['read_p99_ms']:.1f} | {r['rss_mb']:,.0f} |"
+            f"{r['write_p99_ms']:.1f} | {r['read_p99_ms']:.1f} | {r['rss_anon_mb']:,.0f} | "
+            f"{r['rss_file_mb']:,.0f} |"
         )
     print(json.dumps(summary, indent=2))
     if args.out:

@@ -89,11 +89,12 @@ def signature(rows: Rows, lo: int, hi: int) -> Signature:
     )
 
 
-def _pieces(t: TopicRender, previous: Any, cache: RenderCache) -> list[_Piece]:
+def _pieces(t: TopicRender, previous: Any, cache: RenderCache) -> Iterator[_Piece]:
+    """The topic's `records` chunk by chunk, lazily: the writer streams each to the file
+    before the next is read or rendered, so memory holds one chunk, not the body."""
     rows = t.rows
     assert rows is not None and t.render is not None
     n = len(rows.ts)
-    out: list[_Piece] = []
     at = 0
     for first, last in t.sealed:
         lo = max(first - rows.first_seq, at)
@@ -101,20 +102,19 @@ def _pieces(t: TopicRender, previous: Any, cache: RenderCache) -> list[_Piece]:
         if hi <= lo:
             continue
         if lo > at:  # rows before this segment that no sealed segment holds
-            out.append(_Piece(None, signature(rows, at, lo), t.render(rows, at, lo)))
+            yield _Piece(None, signature(rows, at, lo), t.render(rows, at, lo))
         key = (t.topic_id, first, last)
         sig = signature(rows, lo, hi)
         old = cache.chunks.get(key)
         if previous is not None and old is not None and old.signature == sig:
-            out.append(_Piece(key, sig, previous[old.start : old.end]))
             cache.reused += 1
+            yield _Piece(key, sig, previous[old.start : old.end])
         else:
-            out.append(_Piece(key, sig, t.render(rows, lo, hi)))
             cache.rendered += 1
+            yield _Piece(key, sig, t.render(rows, lo, hi))
         at = hi
     if at < n:
-        out.append(_Piece(None, signature(rows, at, n), t.render(rows, at, n)))
-    return out
+        yield _Piece(None, signature(rows, at, n), t.render(rows, at, n))
 
 
 def _previous(fs: Fs, cache: RenderCache) -> Any:

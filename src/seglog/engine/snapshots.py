@@ -314,7 +314,13 @@ def _renderer(t: TopicState, pins: list[PinnedSegment]) -> Callable[[Rows, int, 
         if pins:
             assert t.segments is not None
             load_payloads(rows, t.segments.store, pins, start, end)
-        return records_text(rows, start, end)
+        text = records_text(rows, start, end)
+        # Rendered: let go of the payloads now, or the capture holds every payload it read
+        # back until the whole snapshot is written (the rows are a copy, used once).
+        n = end - start
+        rows.data[start:end] = [None] * n
+        rows.meta[start:end] = [None] * n
+        return text
 
     return render
 
