@@ -28,6 +28,7 @@ from seglog.http.responses import (
     read_result_fields,
 )
 from seglog.http.topics import method_not_allowed
+from seglog.model import ReadResult
 
 
 async def diff(request: Request) -> Response:
@@ -38,14 +39,15 @@ async def diff(request: Request) -> Response:
     require(request, (Scope.READ,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    columnar = wants_arrow(request.headers.get("accept"))  # API §13.1
-    req = parse_diff(json_body(request, raw, empty_ok=True), columnar)
+    arrow = wants_arrow(request.headers.get("accept"))  # API §13.1
+    req = parse_diff(json_body(request, raw, empty_ok=True), arrow)
     db = st.db
     nodes = frozenset(req.nodes)
-    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, columnar)
+    # Both answers are built from a columnar read: no `Record` object per row.
+    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, True)
     if (
         req.wait_ms > 0
-        and not res.records
+        and _empty(res)
         and res.tombstone is None
         and res.caught_up
         and st.waiters is not None
@@ -57,13 +59,17 @@ async def diff(request: Request) -> Response:
             )
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
-        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, columnar)
-    if columnar:
+        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, True)
+    if arrow:
         scalars = orjson.dumps(read_result_fields(res, elapsed_ms(t0)))
         body = encode_arrow_diff(res, req.include_tags, req.include_meta, scalars)
         return Response(body, media_type=ARROW_STREAM)
     body = encode_read_result(res, req.include_tags, req.include_meta, elapsed_ms(t0))
     return json_response(body)
+
+
+def _empty(res: ReadResult) -> bool:
+    return not (len(res.columns) if res.columns is not None else res.records)
 
 
 async def _wait_unless_disconnected(request: Request, waiting: Awaitable[bool]) -> bool | None:

@@ -19,6 +19,7 @@ from seglog.model import (
     PutTopicResult,
     ReadResult,
     Record,
+    RecordColumns,
     TopicInfo,
     WriteResult,
 )
@@ -85,6 +86,39 @@ def records_array(
     return b"[" + b",".join(parts) + b"]"
 
 
+def columns_array(cols: RecordColumns, include_tags: bool, include_meta: bool) -> bytes:
+    """`records_array` for a columnar read: the same bytes, without a `Record` per row.
+    Rows with nothing but seq, ts and data to show (the common case) are formatted in one
+    pass; the others like `record_object`."""
+    shown_tag = include_tags and any(t is not None for t in cols.tag)
+    shown_meta = include_meta and any(m is not None for m in cols.meta)
+    if not shown_tag and not shown_meta and not any(n is not None for n in cols.node):
+        return (
+            b"["
+            + b",".join(
+                [
+                    b'{"$seq":%d,"$ts":%d,"data":%b}' % row
+                    for row in zip(cols.seq, cols.ts, cols.data, strict=True)
+                ]
+            )
+            + b"]"
+        )
+    parts: list[bytes] = []
+    for seq, ts, node, tag, data, meta in zip(
+        cols.seq, cols.ts, cols.node, cols.tag, cols.data, cols.meta, strict=True
+    ):
+        d: dict[str, Any] = {"$seq": seq, "$ts": ts}
+        if node is not None:
+            d["$node"] = node
+        if include_tags and tag is not None:
+            d["$tag"] = tag
+        d["data"] = orjson.Fragment(data)
+        if include_meta and meta is not None:
+            d["meta"] = orjson.Fragment(meta)
+        parts.append(orjson.dumps(d))
+    return b"[" + b",".join(parts) + b"]"
+
+
 def read_result_fields(res: ReadResult, total_ms: float) -> dict[str, Any]:
     """Every field of a diff response but `records` (API §4), in the wire's order."""
     perf = _perf(total_ms, records_scanned=res.records_scanned)
@@ -106,7 +140,11 @@ def encode_read_result(
     res: ReadResult, include_tags: bool, include_meta: bool, total_ms: float
 ) -> bytes:
     fields = read_result_fields(res, total_ms)
-    records = orjson.Fragment(records_array(res.records, include_tags, include_meta))
+    if res.columns is not None:
+        array = columns_array(res.columns, include_tags, include_meta)
+    else:
+        array = records_array(res.records, include_tags, include_meta)
+    records = orjson.Fragment(array)
     return orjson.dumps({"topic": fields.pop("topic"), "records": records, **fields})
 
 
