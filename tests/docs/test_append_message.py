@@ -19,7 +19,7 @@ def test_sync_append_of_a_string_record_names_the_record_and_the_fix() -> None:
         Client("http://seglog.test", transport=httpx.MockTransport(refuse)) as c,
         pytest.raises(TypeError) as info,
     ):
-        c.append("t", ["str"])
+        c.append("t", ["str"])  # type: ignore[list-item]
     message = str(info.value)
     assert "record 0" in message
     assert "str" in message
