@@ -2,7 +2,7 @@
 
 `Client` (blocking) and `AsyncClient` (asyncio) have the same methods; results are frozen
 dataclasses from `seglog.client.types`, failures are `SeglogClientError` subclasses from
-`seglog.client.exceptions` (one per wire error code).
+`seglog.client.exceptions` (one per wire error code). docs/client.md has runnable examples.
 """
 
 from seglog.client._arrow import ArrowPage

@@ -43,6 +43,34 @@ T = TypeVar("T")
 
 
 class Client(BaseClient):
+    """The blocking client of a seglog server's `/v0` HTTP API (docs/client.md).
+
+    `Client(url)` holds one `httpx.Client` connection pool: share it (it is thread-safe, as
+    httpx's is) and `close()` it, or use it as a context manager. `AsyncClient` has the same
+    methods for asyncio.
+
+    Args:
+        url: the server, e.g. `"http://127.0.0.1:4000"` (the default).
+        api_key: sent as `Authorization: Bearer ...` when the server has auth on.
+        timeout: seconds per request (long-polls get their wait added).
+        retries, backoff, max_backoff: retry budget and full-jitter backoff in seconds.
+            Throttling (`429`) and not-ready/draining (`503`) answers are retried for every
+            request, honouring `Retry-After`; a broken connection only for requests that
+            cannot apply twice (reads, topic PUT/DELETE, ack/nack/extend, an append with an
+            idempotency key).
+        http2: speak HTTP/2 (h2c with prior knowledge on `http://`).
+        transport, sleep, rng: injection points for tests.
+
+    Every request method raises `SeglogHTTPError` for an error answer (the subclass named
+    after its wire code, e.g. `TopicNotFound`; see `seglog.client.exceptions`),
+    `SeglogConnectionError` (or `SeglogTimeoutError`) when no answer came, and
+    `SeglogProtocolError` for an answer not shaped as the API says. Arguments that cannot be
+    right raise `ValueError` or `TypeError` before anything is sent.
+
+        with Client("http://127.0.0.1:4000") as client:
+            client.append("orders", [{"data": {"id": 1}}])
+    """
+
     def __init__(
         self,
         url: str = DEFAULT_URL,
@@ -91,6 +119,7 @@ class Client(BaseClient):
         return call.parse(self._send(call.spec))
 
     def close(self) -> None:
+        """Close the connection pool. The client cannot be used afterwards."""
         self._http.close()
 
     def __enter__(self) -> Self:
@@ -107,15 +136,30 @@ class Client(BaseClient):
     # --- probes -----------------------------------------------------------------------------
 
     def health(self) -> Health:
+        """Liveness: `GET /v0/health`. Answers as soon as the process serves HTTP, even
+        while it recovers (use `ready()` or `wait_ready()` to know it takes requests).
+
+        Returns: `Health(status, version, uptime_ms)`.
+        """
         return self._call(_base.health())
 
     def ready(self) -> Ready:
-        """One probe, no retries: raises `NotReady` (503) while the server recovers."""
+        """Readiness, one probe and no retries: `GET /v0/ready`.
+
+        Returns: `Ready(status, wal_replay_complete, topics)`.
+        Raises: `NotReady` (503) while the server replays its WAL (`.replay_progress`),
+        `ShuttingDown` while it drains.
+        """
         return self._call(_base.ready())
 
     def wait_ready(self, timeout: float = 30.0) -> Ready:
-        """Poll `/v0/ready` through 503s and connection failures for up to `timeout` seconds;
-        re-raises the last failure when time runs out."""
+        """Poll `/v0/ready` through 503s and connection failures until the server
+        is ready, for up to `timeout` seconds.
+
+        Returns: the first `Ready` answer.
+        Raises: the last failure (`NotReady`, `SeglogConnectionError`, ...) when time runs
+        out; any other error answer at once.
+        """
         start, slept, attempt = time.monotonic(), 0.0, 0
         while True:
             try:
@@ -136,20 +180,58 @@ class Client(BaseClient):
     # --- topics -----------------------------------------------------------------------------
 
     def put_topic(self, topic: str, config: Mapping[str, Any] | None = None) -> TopicPut:
+        """Create a topic, or replace the config of an existing one: `PUT /v0/topics/:topic`.
+
+        `config` is the whole config (API §0.11: `type`, `durability`, `ttl_ms`,
+        `cap_records`, `cap_bytes`, `discard`, `priority`, queue fields, ...); omitted fields
+        take their defaults, also on an existing topic. To change one field, read the config
+        with `get_topic()` and write it back changed. A tightened cap or TTL may evict
+        records at once.
+
+        Returns: `TopicPut(topic, created, config)` with the stored, normalized config.
+        Raises: `InvalidRequest` (bad name or config), `TopicExistsIncompatible` (e.g. another
+        `type` than the existing topic's), `Forbidden` (key lacks admin scope).
+
+            client.put_topic("orders", {"durability": "fsync", "cap_records": 1_000_000})
+        """
         return self._call(_base.put_topic(topic, config))
 
     def get_topic(self, topic: str, *, touch: bool = True) -> TopicState:
+        """The state of one topic: `GET /v0/topics/:topic`.
+
+        Args:
+            touch: count this as a read (updates `last_read_ts` and the auto-priority
+                recency); `False` for monitoring.
+
+        Returns: `TopicState` (`head_seq`, `earliest_seq`, `next_seq`, `count`, `bytes`,
+        `config`, `queue` counts for a queue topic, ...).
+        Raises: `TopicNotFound`.
+        """
         return self._call(_base.get_topic(topic, touch))
 
     def list_topics(
         self, *, prefix: str | None = None, page_size: int | None = None, cursor: str | None = None
     ) -> TopicPage:
+        """One page of topics: `GET /v0/topics`.
+
+        Args:
+            prefix: only names starting with it.
+            page_size: topics per page (the server caps it).
+            cursor: `next_cursor` of the previous page.
+
+        Returns: `TopicPage(topics, next_cursor)`; `next_cursor` is None on the last page.
+        `iter_topics()` follows the cursors for you.
+        """
         return self._call(_base.list_topics(prefix, page_size, cursor))
 
     def iter_topics(
         self, *, prefix: str | None = None, page_size: int | None = None
     ) -> Iterator[TopicSummary]:
-        """Every topic (optionally under `prefix`), following `next_cursor` page by page."""
+        """Every topic (optionally only names starting with `prefix`), as
+        `TopicSummary` values, following `next_cursor` page by page.
+
+            names = [t.topic for t in client.iter_topics(prefix="orders.")]
+        """
         cursor: str | None = None
         while True:
             page = self.list_topics(prefix=prefix, page_size=page_size, cursor=cursor)
@@ -159,6 +241,16 @@ class Client(BaseClient):
             cursor = page.next_cursor
 
     def delete_topic(self, topic: str, *, if_empty: bool = False) -> TopicDeleted:
+        """Delete a topic with its records: `DELETE /v0/topics/:topic`.
+
+        Args:
+            if_empty: refuse (`TopicNotEmpty`, 409) when it still has records.
+
+        Returns: `TopicDeleted(topic, deleted, routers_removed)`; routers from or to the
+        topic are removed with it. A reader of a topic recreated under the same name gets a
+        `recreated` tombstone.
+        Raises: `TopicNotFound`, `TopicNotEmpty`.
+        """
         return self._call(_base.delete_topic(topic, if_empty))
 
     # --- records ----------------------------------------------------------------------------
@@ -174,7 +266,29 @@ class Client(BaseClient):
         config: Mapping[str, Any] | None = None,
         return_seqs: bool = True,
     ) -> Appended:
-        """Append atomically. Retried after a broken connection only with an idempotency key."""
+        """Append records atomically: `POST /v0/topics/:topic`.
+
+        All records get consecutive seqs, or none is written.
+
+        Args:
+            records: 1..10,000 record dicts, each with `data` (any JSON value) and optional
+                `tag` (str), `node` (str) and `meta` (JSON). Not a dict ⇒ `TypeError`
+                naming the record, before anything is sent.
+            node: the default `node` of records without one.
+            idempotency_key: within the topic's `idempotency_window_ms`, a second append
+                with the same key is not written again; it answers the first one's seqs with
+                `deduped=True`. It also lets the client resend after a broken connection.
+            create: create the topic if it is missing (default: its `auto_create`).
+            config: the config of a topic this append creates (ignored otherwise).
+            return_seqs: `False` leaves `Appended.seqs` None (smaller answers).
+
+        Returns: `Appended(first_seq, last_seq, seqs, head_seq, count, created, deduped)`.
+        Raises: `InvalidRequest` (no records, a record without `data`, a field too long),
+        `BatchTooLarge`, `RecordTooLarge`, `PayloadTooLarge`, `TopicNotFound` (missing and
+        not created), `TopicFull` (a `discard: "reject"` topic at its cap).
+
+            client.append("orders", [{"data": {"id": 1}, "tag": "eu"}], idempotency_key="o-1")
+        """
         return self._call(
             _base.append(
                 topic,
@@ -198,8 +312,10 @@ class Client(BaseClient):
         config: Mapping[str, Any] | None = None,
         return_seqs: bool = True,
     ) -> Appended:
-        """`append` of records that are already one JSON array of API §3 record objects
-        (e.g. built column by column from Arrow); the server validates them as usual."""
+        """`append()` of records already encoded as one JSON array of API §3
+        record objects (e.g. built column by column from Arrow): sent as is, validated by the
+        server. Arguments, result and exceptions are those of `append()`.
+        """
         return self._call(
             _base.append_encoded(
                 topic,
@@ -224,6 +340,13 @@ class Client(BaseClient):
         create: bool | None = None,
         config: Mapping[str, Any] | None = None,
     ) -> Appended:
+        """Append one record: `append(topic, [{"data": data, "tag": tag, ...}])`
+        with the optional fields left out when None.
+
+        Returns: `Appended` (its `seqs` is `[seq]`). Raises: as `append()`.
+
+            client.append_one("orders", {"id": 1}, tag="eu")
+        """
         rec = _base.record(data, tag=tag, node=node, meta=meta)
         return self.append(
             topic, [rec], idempotency_key=idempotency_key, create=create, config=config
@@ -241,6 +364,25 @@ class Client(BaseClient):
         wait_ms: int = 0,
         max_batch_bytes: int = 0,
     ) -> DiffResult:
+        """One page of records after the cursor `from_seq`: `POST /v0/topics/:topic/diff`.
+
+        The single request under `read()`, for a consumer loop of your own: pass the
+        answer's `next_from_seq` as the next `from_seq`.
+
+        Args:
+            from_seq: the cursor; records with `seq > from_seq` come back (0 = the start).
+            limit: records per page (server default 256, at most 1000).
+            node: drop records written by this node id or ids (loop prevention).
+            include_tags, include_meta: include `tag` / `meta` in the records.
+            wait_ms: long-poll: when nothing is there yet, wait up to this long (≤ 30,000)
+                for an append.
+            max_batch_bytes: byte budget of the page (0 = the server's default).
+
+        Returns: `DiffResult(records, next_from_seq, head_seq, earliest_seq, caught_up,
+        tombstone, lag)`; `tombstone` is set when seqs after the cursor were lost (cap,
+        TTL, a recreated topic) and is never an exception.
+        Raises: `TopicNotFound`, `InvalidRequest` (e.g. a negative `from_seq`).
+        """
         return self._call(
             _base.diff(
                 topic,
@@ -265,10 +407,14 @@ class Client(BaseClient):
         include_meta: bool = True,
         max_batch_bytes: int = ARROW_PAGE_BYTES,
     ) -> ArrowPage:
-        """One columnar diff (API §13.1): `.table` holds the page's records as a
-        `pyarrow.Table` (`seq`, `ts`, `node`, [`tag`], `data` JSON text, [`meta`]) and
-        `.fields` every other field of the diff (`next_from_seq`, `head_seq`, `caught_up`,
-        `tombstone`, ...). For a cursor loop; `read_arrow` pages for you."""
+        """One columnar page after `from_seq` (the Arrow IPC form of `diff()`, API §13.1).
+
+        Returns: `ArrowPage`: `.table` holds the page's records as a `pyarrow.Table`
+        (`seq`, `ts`, `node`, [`tag`], `data` as JSON text, [`meta`]) and `.fields` every
+        other field of the diff (`next_from_seq`, `head_seq`, `caught_up`, `tombstone`, ...).
+        For a cursor loop; `read_arrow()` pages for you.
+        Raises: as `diff()`.
+        """
         return self._call(
             _arrow.diff_arrow(
                 topic,
@@ -293,13 +439,19 @@ class Client(BaseClient):
         include_meta: bool = True,
         max_batch_bytes: int = ARROW_PAGE_BYTES,
     ) -> Any:
-        """The records after `from_seq` up to `until_seq` (default: the head when the call
-        starts) as one `pyarrow.Table` (columns of API §13.1: `seq`, `ts`, `node`, [`tag`],
-        `data` as JSON text, [`meta`]), read through the columnar diff page by page. Gaps
-        are not rows: their tombstones are listed in the table's schema metadata `seglog`
-        (JSON), with the cursor to resume from (`next_from_seq`). Pages default to the
-        columnar form's largest (65,536 records, 32 MiB). For pandas:
-        `.to_pandas()`; for polars: `polars.from_arrow(...)`."""
+        """The records after `from_seq` up to `until_seq` as one `pyarrow.Table`.
+
+        `until_seq` defaults to the head when the call starts. Columns as in `diff_arrow()`
+        (`seq`, `ts`, `node`, [`tag`], `data` as JSON text, [`meta`]), read page by page
+        (pages default to the columnar form's largest: 65,536 records, 32 MiB). Gaps are not
+        rows: their tombstones are listed in the table's schema metadata `seglog` (JSON),
+        with the cursor to resume from (`next_from_seq`). For pandas: `.to_pandas()`; for
+        polars: `polars.from_arrow(table)`.
+
+        Raises: as `diff()`.
+
+            table = client.read_arrow("orders")
+        """
         opts: dict[str, Any] = {
             "limit": limit,
             "node": node,
@@ -329,7 +481,26 @@ class Client(BaseClient):
         include_meta: bool = True,
         max_batch_bytes: int = 0,
     ) -> Reader:
-        """Records after `from_seq` (up to `until_seq` inclusive), with tombstones in-band."""
+        """Iterate over the records after `from_seq`, with tombstones in-band.
+
+        Yields `ReadRecord` values and, where seqs were lost before they could be read
+        (cap, TTL, a recreated topic), a `Tombstone` in their place; it pages through
+        `diff()` for you.
+
+        Args:
+            from_seq: the cursor; the first record yielded has `seq > from_seq`.
+            until_seq: stop after this seq (inclusive).
+            follow: keep waiting for new records at the head (long-polls of `wait_ms`)
+                instead of ending there.
+            limit: records per request.
+            node, include_tags, include_meta, max_batch_bytes: as in `diff()`.
+
+        Returns: a `Reader`; its `next_from_seq` is where to resume, even when
+        you stop in the middle of a page. Raises (while iterating): as `diff()`.
+
+            for rec in client.read("orders", from_seq=saved):
+                handle(rec)
+        """
         cursor = ReadCursor(
             from_seq, until_seq=until_seq, follow=follow, limit=limit, wait_ms=wait_ms
         )
@@ -348,19 +519,47 @@ class Client(BaseClient):
         before_seq: int | None = None,
         match: str | Sequence[str] | None = None,
     ) -> Deleted:
+        """Delete records for good: `POST /v0/topics/:topic/delete`.
+
+        Args:
+            before_seq: delete the live records with `seq < before_seq`.
+            match: delete the records whose tag matches: a tag (`"order-7"`), a prefix
+                ending in `*` (`"tenant42:*"`), or a predicate such as
+                `["tag", "Glob", "chat-42:*"]`. With `before_seq` too, both must hold.
+
+        Returns: `Deleted(deleted, earliest_seq, head_seq, count, bytes)`.
+        Raises: `InvalidRequest` (neither given, a bad predicate), `TopicNotFound`.
+        Not resent after a broken connection.
+        """
         return self._call(_base.delete_records(topic, before_seq, match))
 
     # --- queues (API §9) ---------------------------------------------------------------------
 
     def claim(self, topic: str, node: str, *, max: int = 1, lease_ms: int | None = None) -> Claimed:
-        """Lease up to `max` jobs (reclaimed work first) to `node`."""
+        """Lease up to `max` jobs of a queue topic to `node`: `POST .../claim`.
+
+        Reclaimed work (expired or nacked) comes first. Each `Job` carries a `lease_id` (pass
+        it to `ack`/`nack`/`extend` to fence them to this delivery) and a `deadline`; a job
+        not acked by then can be claimed again. `lease_ms` overrides the topic's lease time.
+
+        Returns: `Claimed(jobs, ready)`; `jobs` may be empty.
+        Raises: `NotAQueue`, `TopicNotFound`. Not resent after a broken connection.
+
+            jobs = client.claim("jobs", node="worker-1", max=10).jobs
+        """
         return self._call(_base.claim(topic, node, max, lease_ms))
 
     def ack(
         self, topic: str, node: str, seqs: Sequence[int], *, lease_ids: Sequence[str] | None = None
     ) -> Settled:
-        """Acknowledge (permanently delete) jobs `node` holds; `lease_ids` fence each seq to
-        one delivery ("" = no fence)."""
+        """Acknowledge jobs that `node` holds: they are deleted for good: `POST .../ack`.
+
+        `lease_ids` fences each seq to one delivery (same order as `seqs`; "" = no fence).
+
+        Returns: `Settled`: `done` counts the acked seqs, `skipped` lists the others (not
+        leased to `node`, lease expired or fenced out, already acked).
+        Raises: `NotAQueue`, `TopicNotFound`.
+        """
         return self._call(_base.settle("ack", topic, node, seqs, lease_ids))
 
     def nack(
@@ -372,7 +571,10 @@ class Client(BaseClient):
         delay_ms: int = 0,
         lease_ids: Sequence[str] | None = None,
     ) -> Settled:
-        """Give jobs back: claimable again at once, or after `delay_ms`."""
+        """Give jobs back: claimable again at once, or after `delay_ms`: `POST .../nack`.
+
+        Returns: `Settled` (as `ack()`). Raises: `NotAQueue`, `TopicNotFound`.
+        """
         return self._call(_base.settle("nack", topic, node, seqs, lease_ids, delay_ms=delay_ms))
 
     def extend(
@@ -384,7 +586,12 @@ class Client(BaseClient):
         *,
         lease_ids: Sequence[str] | None = None,
     ) -> Settled:
-        """Move the deadlines of held leases to now + `lease_ms` (a heartbeat)."""
+        """Move the deadlines of leases `node` holds to now + `lease_ms` (a heartbeat):
+        `POST .../extend`.
+
+        Returns: `Settled` with `deadlines` (seq → new deadline, epoch ms); a seq whose lease
+        is gone is in `skipped`. Raises: `NotAQueue`, `TopicNotFound`.
+        """
         return self._call(_base.settle("extend", topic, node, seqs, lease_ids, lease_ms=lease_ms))
 
     def work(
@@ -396,9 +603,25 @@ class Client(BaseClient):
         lease_ms: int | None = None,
         nack_delay_ms: int = 0,
     ) -> Work:
-        """Leased jobs pushed by the server, as an iterator (see `seglog.client.work`):
-        `with job:` keeps the lease alive while the block runs, then acks, or nacks (after
-        `nack_delay_ms`) and re-raises on an exception."""
+        """Jobs of a queue topic pushed by the server (`GET .../work`), as an iterator of
+        `LeasedJob`s.
+
+        The server keeps up to `max` leases assigned to the stream and pushes the next job as
+        one is settled, so nothing polls. `with job:` extends the lease while the block runs,
+        then acks; on an exception it nacks (after `nack_delay_ms`) and re-raises. The stream
+        reconnects by itself and never ends on its own: leave the loop and close it
+        (`with client.work(...) as jobs:`); the server then releases what it had leased and
+        nobody settled. A job can be delivered twice (at least once): make handlers
+        idempotent.
+
+        Raises (while iterating): `NotAQueue`, `TopicNotFound`, `Forbidden`, ...; failures
+        retrying can fix are retried.
+
+            with client.work("jobs", node="worker-1", max=8) as jobs:
+                for job in jobs:
+                    with job:
+                        handle(job.data)
+        """
         return Work(self, topic, node, max, lease_ms, nack_delay_ms)
 
     # --- live delivery ----------------------------------------------------------------------
@@ -421,17 +644,28 @@ class Client(BaseClient):
         lenient: bool = False,
         reconnect: ReconnectPolicy | None = None,
     ) -> Watch:
-        """Live events of one or many topics over the multiplexed SSE watch (API.md §7).
+        """Follow one or many topics live over the multiplexed SSE watch (API.md §7).
 
-        `topics`: a name or names (each starting after `from_seq`, or at the head with
-        `tail=True`), or a mapping name → from_seq (None = the head). `last_event_id` from an
-        earlier watch overrides the start of the topics it names. `node` drops records
-        written by these node ids (loop prevention); `topic_nodes` adds ids per topic.
+        Args:
+            topics: a name, names (each starting after `from_seq`, or at the head with
+                `tail=True`), or a mapping name → from_seq (None = the head).
+            last_event_id: `last_event_id` of an earlier watch: resume the topics it names.
+            node: drop records written by these node ids (loop prevention); `topic_nodes`
+                adds ids per topic.
+            limit, max_batch_bytes, heartbeat_ms: per-push limits and the keep-alive period.
+            include_meta, include_tags, include_data: what each record carries.
+            lenient: skip missing topics instead of failing with `TopicNotFound`.
+            reconnect: a `ReconnectPolicy` (backoff and give-up rules).
 
-        Yields `WatchRecord`, `WatchTombstone`, `WatchCaughtUp` and `WatchTopicDeleted`;
-        reconnects and resumes by itself (see `ReconnectPolicy`) without losing or repeating
-        a record, and ends when every watched topic is deleted. Use it as a context manager,
-        or `close()` it.
+        Returns: a `Watch` yielding `WatchRecord`, `WatchTombstone` (a gap, never an
+        exception), `WatchCaughtUp` (a topic reached its head) and `WatchTopicDeleted`. It
+        reconnects and resumes by itself without losing or repeating a record and ends when
+        every watched topic is deleted; use it as a context manager, or `close()` it.
+        Raises (on opening or iterating): `TopicNotFound`, `Forbidden`, ...
+
+            with client.watch("orders", tail=True) as watch:
+                for event in watch:
+                    print(event)
         """
         state = _watch.new_state(
             topics,
@@ -453,16 +687,20 @@ class Client(BaseClient):
         return Watch(self, state)
 
     def websocket(self) -> WebSocket:
-        """A WebSocket session on `/v0/ws` (API.md §8) with this client's URL, key and
-        timeout; it connects on first use (or on entering it as a context manager)."""
+        """A WebSocket session on `/v0/ws` (API.md §8: subscribe, publish, ping) with
+        this client's URL, key and timeout. It connects on first use or when entered as a
+        context manager.
+        """
         return WebSocket(_ws.ws_url(self.url), ws_headers(self._http.headers), self.timeout)
 
     # --- metrics ----------------------------------------------------------------------------
 
     def metrics(self) -> str:
+        """The server's metrics in the Prometheus text format: `GET /v0/metrics`."""
         return self._call(_base.metrics())
 
     def metrics_json(self) -> dict[str, Any]:
+        """The server's metrics as a JSON snapshot (name → value): `GET /v0/metrics`."""
         return self._call(_base.metrics_json())
 
 
@@ -483,6 +721,7 @@ class Reader:
 
     @property
     def next_from_seq(self) -> int:
+        """The cursor after the last item handed out: pass it as `from_seq` to resume."""
         return self._cursor.next_from_seq
 
     def _pages(self) -> Generator[ReadRecord | Tombstone, None, None]:
@@ -508,4 +747,5 @@ class Reader:
         return next(self._items)
 
     def close(self) -> None:
+        """Stop iterating (no request is in flight between items)."""
         self._items.close()
