@@ -333,8 +333,11 @@ OPERATIONS: dict[str, Schema] = {
             "summary": "WebSocket data plane (subscribe, unsubscribe, publish, ping)",
             "responses": {
                 "101": {"description": "switching protocols"},
+                "400": {"$ref": "#/components/responses/E400"},  # a GET without the upgrade
                 "401": {"$ref": "#/components/responses/E401"},
                 "429": {"$ref": "#/components/responses/E429"},
+                "500": {"$ref": "#/components/responses/E500"},
+                "503": {"$ref": "#/components/responses/E503"},
             },
         }
     },
