@@ -23,6 +23,7 @@ from tests.support.server import ServerProcess
 # One generated case costs about this many requests on average (schemathesis adds explicit
 # examples and coverage cases); measured with the default suite's run.
 REQUESTS_PER_EXAMPLE = 1.0
+ROUND_EXAMPLES = 100  # cases per operation per round: progress is printed after each round
 
 
 def fuzz(url: str, requests: int) -> FuzzReport:
@@ -31,11 +32,14 @@ def fuzz(url: str, requests: int) -> FuzzReport:
     t0 = time.monotonic()
     while report.requests < requests:
         left = requests - report.requests
-        examples = max(1, math.ceil(left / n_ops / REQUESTS_PER_EXAMPLE))
+        examples = min(ROUND_EXAMPLES, max(1, math.ceil(left / n_ops / REQUESTS_PER_EXAMPLE)))
         before = report.requests
         run_fuzz(url, examples, report)
         rate = report.requests / (time.monotonic() - t0)
-        print(f"{report.requests} requests ({rate:.0f}/s), {len(report.problems)} problems")
+        print(
+            f"{report.requests} requests ({rate:.0f}/s), {len(report.problems)} problems",
+            flush=True,
+        )
         if report.requests == before:
             break
     return report
