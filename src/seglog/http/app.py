@@ -25,21 +25,19 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route, WebSocketRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http import console, health, queues, records, routers, topics, watch, work_stream, ws
+from seglog.http import openapi
 from seglog.http.app_state import RAW_SEND
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
 from seglog.http.common import body_ended_early
 from seglog.http.errors import error_response, status_for
-from seglog.http.openapi import openapi_bytes
+from seglog.http.routes import route_table
 
 log = logging.getLogger(__name__)
 
-ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 PROBE_PATHS = frozenset({"/v0/health", "/v0/ready", "/healthz", "/readyz"})
 ALWAYS_SERVED = PROBE_PATHS | {"/v0/metrics", "/v0/openapi.json"}
 _WATCH_STREAM = re.compile(r"/v0/watch/[^/]+")  # GET /v0/watch/:wid, exactly
@@ -182,35 +180,7 @@ async def _send_error(send: Send, err: SeglogError) -> None:
 
 
 def build_app(state: ServerState) -> ASGIApp:
-    async def openapi(_request: Request) -> Response:
-        return Response(openapi_bytes(), media_type="application/json")
-
-    routes = [
-        Route("/v0/health", health.health, methods=["GET"]),
-        Route("/healthz", health.health, methods=["GET"]),
-        Route("/v0/ready", health.ready, methods=["GET"]),
-        Route("/readyz", health.ready, methods=["GET"]),
-        Route("/v0/metrics", health.metrics, methods=["GET"]),
-        Route("/v0/openapi.json", openapi, methods=["GET"]),
-        Route("/v0/topics", topics.list_topics, methods=["GET"]),
-        Route("/v0/topics/{topic}", topics.topic_root, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/diff", records.diff, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/delete", records.delete, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/claim", queues.claim, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/ack", queues.ack, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/nack", queues.nack, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/extend", queues.extend, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/work", work_stream.open_work, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
-        Route("/v0/routers", routers.list_routers, methods=["GET"]),
-        Route("/v0/routers/{router}", routers.router_root, methods=ANY_METHOD),
-        Route("/v0/watch", watch.create, methods=ANY_METHOD),
-        Route("/v0/watch/{wid}", watch.open_stream, methods=ANY_METHOD),
-        WebSocketRoute("/v0/ws", ws.endpoint),
-        Route("/v0/ws", ws.plain_get, methods=ANY_METHOD),
-        Route("/console", console.page, methods=["GET"]),
-        Route("/console/{name}", console.asset, methods=["GET"]),
-    ]
+    routes = route_table(openapi.serve)
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
