@@ -9,6 +9,8 @@ import threading
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
@@ -353,3 +355,26 @@ def test_an_ack_whose_delete_fails_leaves_the_jobs_claimable(
     monkeypatch.setattr(e, "_submit", real)
     assert sorted(read_all(e, "q")) == [1, 2, 3]
     assert claim(e, "q", "x", 10) == [1, 2]  # back in reclaim at once; 3 is still w's
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    cap=st.integers(0, 40),
+    deletes=st.lists(st.integers(1, 70), max_size=10),
+    before=st.integers(0, 70),
+    expired=st.integers(0, 70),
+)
+def test_liveness_agrees_with_is_live(
+    n: int, cap: int, deletes: list[int], before: int, expired: int
+) -> None:
+    """The claim pass and the counts use `liveness()`, `is_live` with the floors read once."""
+    from seglog.engine.topic import TopicState
+
+    t = TopicState("q", 1, TopicConfig(cap_records=cap))
+    t.replay_rows(1, [0] * n, [b"1"] * n, [None] * n, [None] * n, [None] * n)
+    t.apply_delete(before or None, None, n + 1, [s for s in deletes if s <= n])
+    t.apply_record_cap()
+    t.expiry_floor = expired  # a TTL watermark whose slots are not popped yet
+    live = t.liveness()
+    assert [live(s) for s in range(-2, n + 5)] == [t.is_live(s) for s in range(-2, n + 5)]

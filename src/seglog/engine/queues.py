@@ -131,7 +131,7 @@ def book_of(t: TopicState) -> LeaseBook:
 def counts_of(t: TopicState, now: int) -> QueueCounts:
     """SEMANTICS §10.5, under `t.lock`."""
     book = book_of(t)
-    c = book.counts(now, t.count, t.is_live)
+    c = book.counts(now, t.count, t.liveness())
     return QueueCounts(c.ready, c.in_flight, book.dead_lettered)
 
 
@@ -190,7 +190,7 @@ class Queues:
                 now,
                 lease,
                 t.head,
-                t.is_live,
+                t.liveness(),
                 cfg.max_deliveries,
                 cfg.dead_letter is not None,
             )

@@ -18,7 +18,7 @@ import builtins
 import threading
 from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,6 +298,17 @@ class TopicState:
     def is_live(self, seq: int) -> bool:
         i = seq - self.origin
         return self.front <= i < len(self.ts) and not self.dead[i] and seq >= self.earliest()
+
+    def liveness(self) -> Callable[[int], bool]:
+        """`is_live` for many seqs in a row under the lock: the floors are read once."""
+        lo = max(self.earliest() - self.origin, self.front)
+        origin, n, dead = self.origin, len(self.ts), self.dead
+
+        def live(seq: int) -> bool:
+            i = seq - origin
+            return lo <= i < n and not dead[i]
+
+        return live
 
     def kill(self, seq: int) -> int:
         """Mark a live slot deleted; returns its bytes (or -1 if it was not live)."""
