@@ -185,14 +185,19 @@ class ReadRecord:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Self:
-        return cls(
-            seq=int(obj["$seq"]),
-            ts=int(obj["$ts"]),
-            data=obj.get("data"),
-            node=_opt_str(obj.get("$node")),
-            tag=_opt_str(obj.get("$tag")),
-            meta=obj.get("meta"),
-        )
+        # The hot path of every read (one call per record): positional, no re-conversion
+        # (orjson already gives ints and strs; a missing `$seq`/`$ts` still raises KeyError).
+        get = obj.get
+        return cls(obj["$seq"], obj["$ts"], get("data"), get("$node"), get("$tag"), get("meta"))
+
+
+def _records(items: list[dict[str, Any]]) -> list[ReadRecord]:
+    """`ReadRecord.from_json` over a page, inlined: one record costs ~1 µs here."""
+    rec = ReadRecord
+    return [
+        rec(o["$seq"], o["$ts"], o.get("data"), o.get("$node"), o.get("$tag"), o.get("meta"))
+        for o in items
+    ]
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +244,7 @@ class DiffResult:
         tomb = obj.get("tombstone")
         return cls(
             topic=str(obj["topic"]),
-            records=[ReadRecord.from_json(r) for r in obj["records"]],
+            records=_records(obj["records"]),
             next_from_seq=int(obj["next_from_seq"]),
             head_seq=int(obj["head_seq"]),
             earliest_seq=int(obj["earliest_seq"]),
