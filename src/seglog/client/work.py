@@ -23,15 +23,15 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
+from collections.abc import AsyncGenerator, Generator
 from types import TracebackType
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 import orjson
 
 from seglog.client import _base
-from seglog.client._base import Call, RequestSpec, error_from_response, retryable, topic_path
+from seglog.client._base import RequestSpec, error_from_response, retryable, topic_path
 from seglog.client._watch import check_event_stream
 from seglog.client.exceptions import (
     SeglogClientError,
@@ -41,28 +41,13 @@ from seglog.client.exceptions import (
 )
 from seglog.client.sse import SSEDecoder, SSEEvent
 from seglog.client.types import Job, Settled
+from seglog.client.watch import _AsyncHost, _SyncHost  # the same host protocols
 
 T = TypeVar("T")
 log = logging.getLogger("seglog.client.work")
 
 READ_TIMEOUT_S = 45.0  # the server sends a heartbeat after 15 s of idleness
 MAX_RECONNECT_S = 5.0
-
-
-class _SyncHost(Protocol):
-    timeout: float
-    _http: httpx.Client
-    _sleep: Callable[[float], None]
-
-    def _call(self, call: Call[T]) -> T: ...
-
-
-class _AsyncHost(Protocol):
-    timeout: float
-    _http: httpx.AsyncClient
-    _sleep: Callable[[float], Awaitable[None]]
-
-    async def _call(self, call: Call[T]) -> T: ...
 
 
 def work_spec(topic: str, node: str, max_jobs: int, lease_ms: int | None) -> RequestSpec:
