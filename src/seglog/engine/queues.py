@@ -66,8 +66,6 @@ class QueueHost(Protocol):
 
 log = logging.getLogger("seglog.queues")
 
-MAX_CLAIM = 1000
-
 
 @dataclass(frozen=True, slots=True)
 class Job:

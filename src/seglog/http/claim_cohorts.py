@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from seglog.core.leases import Claimer
 from seglog.engine.queues import ClaimResult, Job
 
-ClaimPass = Callable[[str, list[Claimer], "int | None"], Awaitable[ClaimResult]]
+RunPass = Callable[[str, list[Claimer], "int | None"], Awaitable[ClaimResult]]
 
 
 @dataclass
@@ -23,13 +23,10 @@ class _Cohort:
 
 
 class ClaimCohorts:
-    def __init__(self, run_pass: ClaimPass) -> None:
+    def __init__(self, run_pass: RunPass) -> None:
         self._run_pass = run_pass
         self._open: dict[tuple[str, int | None], _Cohort] = {}
         self._passes: set[asyncio.Task[None]] = set()
-
-    def open_cohorts(self) -> int:
-        return len(self._open)
 
     async def claim(
         self, name: str, claimer: Claimer, lease_ms: int | None, window_ms: int

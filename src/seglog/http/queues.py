@@ -16,7 +16,6 @@ from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import elapsed_ms, json_body, json_response, read_body, require, started
 from seglog.http.queue_request import (
-    SettleRequest,
     check_node,
     lease_wire_id,
     parse_ack,
@@ -73,7 +72,7 @@ async def claim(request: Request) -> Response:
     return json_response(orjson.dumps(body))
 
 
-async def _settle(request: Request, verb: str) -> tuple[SettleRequest, SettleResult, float]:
+async def _settle(request: Request, verb: str) -> tuple[SettleResult, float]:
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.WRITE,), name)
@@ -89,27 +88,27 @@ async def _settle(request: Request, verb: str) -> tuple[SettleRequest, SettleRes
         res = db.extend(name, req.node, req.seqs, req.fences, req.lease_ms)
     if res.done and verb != "extend":
         server_state(request).queue_settled(name)  # `/work` streams refill now
-    return req, res, t0
+    return res, t0
 
 
 async def ack(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
-    _, res, t0 = await _settle(request, "ack")
+    res, t0 = await _settle(request, "ack")
     return _counted(res, "acked", t0)
 
 
 async def nack(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
-    _, res, t0 = await _settle(request, "nack")
+    res, t0 = await _settle(request, "nack")
     return _counted(res, "nacked", t0)
 
 
 async def extend(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
-    _, res, t0 = await _settle(request, "extend")
+    res, t0 = await _settle(request, "extend")
     body = {
         "topic": res.topic,
         "extended": len(res.done),
