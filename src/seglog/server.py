@@ -30,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import errno
+import gc
 import logging
 import os
 import signal
@@ -122,6 +123,18 @@ def _write_port_file(path: Path, host: str, port: int) -> None:
     os.replace(tmp, path)
 
 
+# Python collects its young generation every 700 container allocations by default. A
+# batched append allocates tens of thousands of short-lived objects per request (decoded
+# records, frames, index entries), so those collections, and the older-generation passes
+# they trigger over the engine's millions of long-lived objects, cost a 5,000-record append
+# about a third of its time (BENCHMARKS.md, "GC thresholds"). Raised, they stay bounded.
+GC_THRESHOLDS = (50_000, 10, 10)
+
+
+def tune_gc() -> None:
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 async def serve(settings: Settings, keyring: KeyRing, locks: DirLocks, sock: socket.socket) -> int:
     """Serve on `sock` (listening) with the directories locked by `locks` until
     SIGTERM/SIGINT. Returns the exit code."""
@@ -156,9 +169,12 @@ async def serve(settings: Settings, keyring: KeyRing, locks: DirLocks, sock: soc
 
     recovery_error: list[BaseException] = []
 
+    tune_gc()
+
     def recover() -> None:
         try:
             engine.open(locks=locks)
+            gc.freeze()  # what recovery built lives as long as the server: never walk it
         except BaseException as e:  # reported below; the server must not serve half-open
             recovery_error.append(e)
         finally:

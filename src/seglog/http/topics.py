@@ -19,6 +19,7 @@ from seglog.http.common import (
     started,
 )
 from seglog.http.cursors import decode_cursor, encode_cursor
+from seglog.http.json_body import is_json_content_type
 from seglog.http.query_params import parse_bool_query, parse_page_size
 from seglog.http.responses import (
     encode_drop_topic,
@@ -28,7 +29,8 @@ from seglog.http.responses import (
     topic_summary,
 )
 from seglog.http.topic_config import parse_config
-from seglog.http.write_request import check_idempotency_key, parse_write
+from seglog.http.write_decode import decode_write_fast
+from seglog.http.write_request import WriteRequest, check_idempotency_key, parse_write
 
 
 async def topic_root(request: Request) -> Response:
@@ -87,13 +89,21 @@ async def delete_topic(request: Request) -> Response:
     return json_response(encode_drop_topic(res, elapsed_ms(t0)))
 
 
+def _write_request(request: Request, raw: bytes) -> WriteRequest:
+    if is_json_content_type(request.headers.get("content-type")):
+        fast = decode_write_fast(raw)
+        if fast is not None:
+            return fast
+    return parse_write(json_body(request, raw))
+
+
 async def append(request: Request) -> Response:
     t0 = started()
     name = request.path_params["topic"]
     p = require(request, (Scope.WRITE,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    req = parse_write(json_body(request, raw))
+    req = _write_request(request, raw)
     st.check_write_pressure()
     key = req.idempotency_key
     if key is None:

@@ -1,0 +1,122 @@
+"""The append body's fast path: the common write decoded by msgspec, payloads kept as text.
+
+`parse_write(parse_json_body(raw))` builds a Python object for every JSON value of every
+record, then encodes each `data` back to compact JSON: two trips through Python objects per
+record, most of an append's cost. Here msgspec decodes the body into structs whose `data` and
+`meta` stay raw JSON text, and one `orjson` round trip over all the payload texts joined
+into an array proves they are exactly what the slow path would store (compact, every value
+in range, valid UTF-8, no duplicate keys): `dumps(loads("[a,b,...]")) == "[a,b,...]"` holds
+iff each text equals `dumps(loads(text))`.
+
+Anything else — an unknown field, a `null` where the slow path wants a string, a config, a
+limit exceeded, a payload that is not in that exact form — returns None, and the caller takes
+the slow path, which then gives exactly its own result or error. So this module never decides
+an error and never changes what is stored; a property test holds it to that.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import orjson
+from msgspec import UNSET, Raw, UnsetType
+
+from seglog.http.write_request import WriteRequest
+from seglog.model import (
+    MAX_IDEMPOTENCY_KEY_BYTES,
+    MAX_META_BYTES,
+    MAX_META_KEYS,
+    MAX_NODE_BYTES,
+    MAX_RECORD_BYTES,
+    MAX_RECORDS_PER_WRITE,
+    MAX_TAG_BYTES,
+    RecordIn,
+)
+
+
+class _Record(msgspec.Struct, forbid_unknown_fields=True):
+    data: Raw
+    tag: str | UnsetType = UNSET
+    node: str | UnsetType = UNSET
+    meta: Raw | UnsetType = UNSET
+
+
+class _Body(msgspec.Struct, forbid_unknown_fields=True):
+    records: list[_Record]
+    node: str | UnsetType = UNSET
+    idempotency_key: str | UnsetType = UNSET
+    create: bool | UnsetType = UNSET
+    disable_backpressure: bool = False
+
+
+_DECODER = msgspec.json.Decoder(_Body)
+_NULL = b"null"
+
+
+def _fits(value: str | UnsetType, max_bytes: int) -> bool:
+    if value is UNSET:
+        return True
+    assert isinstance(value, str)
+    # A str of n code points encodes to at most 4n UTF-8 bytes: most values need no encode.
+    return len(value) * 4 <= max_bytes or len(value.encode("utf-8")) <= max_bytes
+
+
+def _opt(value: str | UnsetType) -> str | None:
+    return None if value is UNSET else value  # type: ignore[return-value]
+
+
+def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | None:
+    """The `WriteRequest` `parse_write(parse_json_body(raw))` returns, or None when this
+    path cannot vouch for giving exactly that (the caller then takes the slow path)."""
+    try:
+        body = _DECODER.decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    recs = body.records
+    if not 0 < len(recs) <= MAX_RECORDS_PER_WRITE:
+        return None
+    if not (
+        _fits(body.node, MAX_NODE_BYTES) and _fits(body.idempotency_key, MAX_IDEMPOTENCY_KEY_BYTES)
+    ):
+        return None
+    texts = [bytes(r.data) for r in recs]
+    metas: list[bytes | None] = [None] * len(recs)
+    with_meta = [i for i, r in enumerate(recs) if r.meta is not UNSET]
+    for i in with_meta:
+        m = bytes(recs[i].meta)  # type: ignore[arg-type]
+        if m != _NULL:  # `"meta": null` is an absent meta
+            metas[i] = m
+    payloads = texts + [m for m in metas if m is not None]
+    joined = b"[" + b",".join(payloads) + b"]"
+    try:
+        values = orjson.loads(joined)
+    except orjson.JSONDecodeError:
+        return None
+    if orjson.dumps(values) != joined:
+        return None
+    batch_node = _opt(body.node)
+    out: list[RecordIn] = []
+    meta_at = len(texts)
+    for i, (r, data) in enumerate(zip(recs, texts, strict=True)):
+        meta = metas[i]
+        size = len(data)
+        if meta is not None:
+            parsed = values[meta_at]
+            meta_at += 1
+            if len(meta) > MAX_META_BYTES or (
+                isinstance(parsed, dict) and len(parsed) > MAX_META_KEYS
+            ):
+                return None
+            size += len(meta)
+        if size > MAX_RECORD_BYTES:
+            return None
+        if r.tag is not UNSET or r.node is not UNSET:
+            if not (_fits(r.tag, MAX_TAG_BYTES) and _fits(r.node, MAX_NODE_BYTES)):
+                return None
+            node = _opt(r.node)
+            out.append(RecordIn(data, meta, batch_node if node is None else node, _opt(r.tag)))
+        else:
+            out.append(RecordIn(data, meta, batch_node, None))
+    create = None if body.create is UNSET else bool(body.create)
+    return WriteRequest(
+        out, batch_node, _opt(body.idempotency_key), create, None, body.disable_backpressure
+    )

@@ -1,0 +1,174 @@
+"""The append body's fast path (`decode_write_fast`) never decides anything the slow path
+(`parse_write(parse_json_body(raw))`) would decide differently: whenever it answers, its
+answer equals the slow path's result, and the slow path did not raise. And it does answer
+for the bodies clients actually send, or it would be no faster."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.errors import SeglogError
+from seglog.http.json_body import parse_json_body
+from seglog.http.write_decode import decode_write_fast
+from seglog.http.write_request import WriteRequest, parse_write
+from seglog.model import MAX_RECORD_BYTES, MAX_TAG_BYTES, RecordIn
+
+
+def slow(raw: bytes) -> WriteRequest | SeglogError:
+    try:
+        return parse_write(parse_json_body(raw))
+    except SeglogError as e:
+        return e
+
+
+def check(raw: bytes) -> WriteRequest | None:
+    fast = decode_write_fast(raw)
+    if fast is not None:
+        expected = slow(raw)
+        assert not isinstance(expected, SeglogError), (raw[:300], expected)
+        assert fast == expected, raw[:300]
+    return fast
+
+
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**64), max_value=2**65),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+)
+json_values = st.recursive(
+    scalars,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4), st.dictionaries(st.text(max_size=6), kids, max_size=4)
+    ),
+    max_leaves=12,
+)
+odd_strings = st.one_of(st.text(max_size=8), st.text(min_size=60, max_size=300), st.none())
+field_values = st.one_of(odd_strings, st.integers(), st.booleans(), json_values)
+
+
+@st.composite
+def records(draw: Any) -> dict[str, Any]:
+    rec: dict[str, Any] = {}
+    if draw(st.integers(0, 20)):
+        rec["data"] = draw(json_values)
+    for key in ("tag", "node"):
+        if draw(st.booleans()):
+            rec[key] = draw(st.one_of(st.text(max_size=8), field_values))
+    if draw(st.integers(0, 3)) == 0:
+        rec["meta"] = draw(st.one_of(json_values, st.dictionaries(st.text(max_size=3), scalars)))
+    if draw(st.integers(0, 10)) == 0:
+        rec["extra"] = draw(json_values)
+    return rec
+
+
+@st.composite
+def bodies(draw: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"records": draw(st.lists(records(), max_size=6))}
+    for key, values in (
+        ("node", field_values),
+        ("idempotency_key", field_values),
+        ("create", st.one_of(st.booleans(), st.none(), st.integers())),
+        ("disable_backpressure", st.one_of(st.booleans(), st.none())),
+        ("config", st.one_of(st.none(), st.just({"durability": "disk"}), st.integers())),
+    ):
+        if draw(st.integers(0, 4)) == 0:
+            body[key] = draw(values)
+    if draw(st.integers(0, 20)) == 0:
+        body["records"] = draw(json_values)
+    return body
+
+
+def encodings(body: Any) -> list[bytes]:
+    """The same body as clients write it: compact, with spaces, ASCII-escaped."""
+    out = []
+    try:
+        out.append(orjson.dumps(body))
+    except TypeError:  # an integer orjson cannot encode
+        pass
+    out.append(json.dumps(body).encode())
+    out.append(json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode())
+    out.append(json.dumps(body, indent=1).encode())
+    return out
+
+
+@settings(max_examples=400)
+@given(bodies())
+def test_fast_path_equals_slow_path(body: dict[str, Any]) -> None:
+    for raw in encodings(body):
+        check(raw)
+
+
+@settings(max_examples=200)
+@given(bodies(), st.data())
+def test_fast_path_equals_slow_path_on_mangled_bytes(body: dict[str, Any], data: Any) -> None:
+    raw = bytearray(json.dumps(body, separators=(",", ":")).encode())
+    for _ in range(data.draw(st.integers(1, 3))):
+        if not raw:
+            break
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at : at + 1] = data.draw(
+            st.sampled_from([b"", b" ", b"\\", b'"', b",", b"1e999", b"\xff", b"\\ud800", b"}"])
+        )
+    check(bytes(raw))
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"records":[{"data":1,"data":2}]}',  # duplicate keys: the last wins in both
+        b'{"records":[{"data":{"a":1,"a":2}}]}',  # ... inside data: must be re-encoded
+        b'{"records":[{"data":18446744073709551616}]}',  # beyond 64 bits
+        b'{"records":[{"data":1e400}]}',
+        b'{"records":[{"data":-0}]}',
+        b'{"records":[{"data":1.50}]}',
+        b'{"records":[{"data":"\\u00e9"}]}',  # an escape orjson would not write
+        b'{"records":[{"data":"\xff"}]}',  # not UTF-8
+        b'{"records":[{"data":"\\ud800"}]}',  # a lone surrogate
+        b'{"records":[{"data":1,"tag":null}]}',
+        b'{"records":[{"data":1,"meta":null}]}',
+        b'{"records":[{"data":1}],"node":null}',
+        b'{"records":[{"data":1}],"config":{"durability":"disk"}}',
+        b'{"records":[{"data":1}],"records":[{"data":2}]}',
+        b'{"records":[]}',
+        b"",
+        b"[]",
+    ],
+)
+def test_edge_bodies(raw: bytes) -> None:
+    check(raw)
+
+
+def test_limits_are_left_to_the_slow_path() -> None:
+    big = orjson.dumps({"records": [{"data": "x" * MAX_RECORD_BYTES}]})
+    assert decode_write_fast(big) is None
+    assert isinstance(slow(big), SeglogError)
+    long_tag = orjson.dumps({"records": [{"data": 1, "tag": "é" * MAX_TAG_BYTES}]})
+    assert decode_write_fast(long_tag) is None
+    assert isinstance(slow(long_tag), SeglogError)
+    many = orjson.dumps({"records": [{"data": 1}] * 10_001})
+    assert decode_write_fast(many) is None
+
+
+def test_the_bodies_clients_send_take_the_fast_path() -> None:
+    recs = [
+        {"data": {"user": f"u{i}", "n": i, "ok": True, "x": 1.5, "s": "a b"}, "tag": "t"}
+        for i in range(100)
+    ]
+    recs[3]["meta"] = {"k": "v"}
+    recs[4]["node"] = "n1"
+    raw = orjson.dumps({"records": recs, "node": "batch", "idempotency_key": "k1"})
+    fast = check(raw)
+    assert fast is not None
+    assert fast.records[0] == RecordIn(orjson.dumps(recs[0]["data"]), None, "batch", "t")
+    assert fast.records[3].meta_json == b'{"k":"v"}'
+    assert fast.records[4].node == "n1"
+    assert fast.idempotency_key == "k1"
+    assert check(b'{"records":[{"data":null}]}') is not None
