@@ -27,7 +27,7 @@ Router copies made since the snapshot are in no file: like the server at startup
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,14 +75,36 @@ class OfflineRecord:
     meta: bytes | None  # JSON text of `meta`
 
 
+@dataclass(frozen=True)
+class TopicFilter:
+    """The topics a reader needs: those `match` accepts (a picklable callable), plus `also`
+    — the sources that feed them through routers, whose records re-derive their copies."""
+
+    match: Callable[[str], bool]
+    also: frozenset[str] = frozenset()
+
+    def __call__(self, name: str) -> bool:
+        return name in self.also or self.match(name)
+
+
 @dataclass(frozen=True, slots=True)
 class Point:
     """What a re-derivation must reproduce: the snapshot replay started from (None: no
-    snapshot, the WAL from its beginning), whether the WAL was replayed, and `now_ms`."""
+    snapshot, the WAL from its beginning), whether the WAL was replayed, `now_ms`, and the
+    topics whose records were replayed (None: all)."""
 
     snapshot_id: int | None
     use_wal: bool
     now_ms: int
+    only: TopicFilter | None = None
+
+
+class _SourcesLeftOut(Exception):
+    """The filter leaves out router sources feeding topics it keeps."""
+
+    def __init__(self, names: frozenset[str]) -> None:
+        super().__init__(sorted(names))
+        self.names = names
 
 
 class _FixedClock:
@@ -128,32 +150,67 @@ class OfflineDir:
             attach_segments=lambda _t: None,  # segments are reconciled read-only below
             snapshot_id=point.snapshot_id,
             use_wal=point.use_wal,
+            records_for=point.only,
         )
+        self._check_closed()
         # Step 8 before step 9, as at startup: which segments are reused is decided by the
         # recovered heads, before forwarding appends copies to the dests.
         self._reused = {
-            t.topic_id: self._reconcile(t) for t in self._rp.registry.all() if t.persistent
+            t.topic_id: self._reconcile(t) for t in self._kept() if t.persistent
         }
         self._forward()
 
     @classmethod
     def open(
-        cls, root: Path, cold_root: Path | None, now_ms: int, *, running: bool, fs: Fs | None = None
+        cls,
+        root: Path,
+        cold_root: Path | None,
+        now_ms: int,
+        *,
+        running: bool,
+        fs: Fs | None = None,
+        only: Callable[[str], bool] | None = None,
     ) -> OfflineDir:
-        """Recover from the newest valid snapshot (with the WAL unless `running`)."""
-        d = cls(root, cold_root, Point(None, not running, now_ms), fs)
+        """Recover from the newest valid snapshot (with the WAL unless `running`). With
+        `only`, just the topics it accepts (and the router sources feeding them) are
+        recovered with their records, and only they are listed."""
+        keep = None if only is None else TopicFilter(only)
+        while True:
+            try:
+                d = cls(root, cold_root, Point(None, not running, now_ms, keep), fs)
+                break
+            except _SourcesLeftOut as e:  # replay again with them: rare, and it converges
+                assert keep is not None
+                keep = TopicFilter(keep.match, keep.also | e.names)
         snap = d._rp.snapshot
-        d.point = Point(None if snap is None else snap.id, not running, now_ms)
+        d.point = Point(None if snap is None else snap.id, not running, now_ms, keep)
         return d
+
+    def _kept(self) -> list[TopicState]:
+        only = self.point.only
+        return [t for t in self._rp.registry.all() if only is None or only(t.name)]
+
+    def _check_closed(self) -> None:
+        only = self.point.only
+        if only is None:
+            return
+        missing = frozenset(
+            r.spec.source
+            for r in self._rp.routers.all()
+            if only(r.spec.dest) and not only(r.spec.source)
+        )
+        if missing:
+            raise _SourcesLeftOut(missing)
 
     @property
     def has_snapshot(self) -> bool:
         return self._rp.snapshot is not None
 
     def topics(self) -> list[TopicView]:
-        """Every topic, by name, after §6 step 8 and a retention pass. An ephemeral topic
-        holds no records after a restart (SEMANTICS §2.2): it is listed, empty."""
-        return [self._view(t) for t in sorted(self._rp.registry.all(), key=lambda t: t.name)]
+        """Every topic (that the filter keeps), by name, after §6 step 8 and a retention
+        pass. An ephemeral topic holds no records after a restart (SEMANTICS §2.2): it is
+        listed, empty."""
+        return [self._view(t) for t in sorted(self._kept(), key=lambda t: t.name)]
 
     def underived(self) -> list[str]:
         """Routers still behind their source after the re-derivation (a `discard:"reject"`
@@ -172,6 +229,8 @@ class OfflineDir:
     ) -> Iterator[OfflineRecord]:
         """The records of `ranges` (live at planning) from this replay's memory. Raises
         `DirectoryChangedError` if the topic or any of those records is not as planned."""
+        if self.point.only is not None and not self.point.only(name):
+            raise ValueError(f"topic {name!r} was left out of this replay")
         t = self._rp.registry.get(name)
         if t is None or t.topic_id != topic_id or t.head != head:
             raise DirectoryChangedError(
@@ -212,6 +271,10 @@ class OfflineDir:
         """§6 step 9 in memory: the live forwarding step over the recovered registry, with
         retention passes applied at once (the server logs their watermarks first)."""
         routers = self._rp.routers
+        only = self.point.only
+        for r in routers.all():
+            if only is not None and not only(r.spec.dest):
+                routers.remove(r.spec.name)  # feeds a topic nobody reads here
         if not routers.all():
             return
         clock = _FixedClock(self.point.now_ms)

@@ -92,6 +92,9 @@ def test_every_operation_answers_as_documented(checker: Checker) -> None:
     rec = {"data": {"n": 1}, "tag": "a", "meta": {"m": 1}}
     c.call("post", "/v0/topics/{topic}", t, json={"records": [rec, {"data": 2}], "node": "n1"})
     c.call("post", "/v0/topics/{topic}", {"topic": "oa-new"}, json={"records": [{"data": 1}]})
+    nd = {"Content-Type": "application/x-ndjson"}
+    c.call("post", "/v0/topics/{topic}", {"topic": "oa-nd"}, content=b'{"data":1}\n', headers=nd)
+    c.call("post", "/v0/topics/{topic}", t, content=b'{"data":1}\n{"tag":2}\n', headers=nd)
     c.call("get", "/v0/topics/{topic}", t)
     c.call("get", "/v0/topics/{topic}", {"topic": "oa-missing"})
     c.call("get", "/v0/topics", params={"prefix": "oa-", "page_size": "1"})

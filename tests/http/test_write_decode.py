@@ -138,6 +138,8 @@ def test_fast_path_equals_slow_path_on_mangled_bytes(body: dict[str, Any], data:
         b'{"records":[{"data":1}],"config":{"durability":"disk"}}',
         b'{"records":[{"data":1}],"records":[{"data":2}]}',
         b'{"records":[]}',
+        b'{"records":[{"data":' + b"[" * 300 + b"]" * 300 + b"}]}",  # too deep to encode
+        b'{"records":[{"data":' + b"[" * 2000 + b"]" * 2000 + b"}]}",  # too deep to decode
         b"",
         b"[]",
     ],
@@ -172,3 +174,31 @@ def test_the_bodies_clients_send_take_the_fast_path() -> None:
     assert fast.records[4].node == "n1"
     assert fast.idempotency_key == "k1"
     assert check(b'{"records":[{"data":null}]}') is not None
+
+
+@settings(max_examples=300)
+@given(st.lists(records(), min_size=1, max_size=6), st.one_of(st.none(), st.text(max_size=8)))
+def test_lines_fast_path_equals_slow_path(recs: list[dict[str, Any]], node: str | None) -> None:
+    """NDJSON lines (API §13.2): each line decoded on its own equals `parse_write` of that
+    line as a one-record batch with the query's node."""
+    from seglog.http.write_decode import decode_lines_fast
+
+    for sep in ((",", ":"), (", ", ": ")):
+        lines = [json.dumps(r, separators=sep, ensure_ascii=False).encode() for r in recs]
+        fast = decode_lines_fast(lines, node)
+        if fast is None:
+            continue
+        batch = {} if node is None else {"node": node}
+        slow = [parse_write({"records": [parse_json_body(ln)], **batch}).records[0] for ln in lines]
+        assert fast == slow
+
+
+def test_lines_fast_path_is_taken_and_never_spans_lines() -> None:
+    from seglog.http.write_decode import decode_lines_fast
+
+    assert decode_lines_fast([b'{"data":1}', b'{"data":{"a":[2]},"tag":"x"}'], "n") == [
+        RecordIn(b"1", None, "n", None),
+        RecordIn(b'{"a":[2]}', None, "n", "x"),
+    ]
+    assert decode_lines_fast([b'{"data":[1', b'2]},{"data":3}'], None) is None
+    assert decode_lines_fast([b'{"data":1},{"data":2}'], None) is None

@@ -52,6 +52,7 @@ from seglog.client.exceptions import (
 from seglog.client.sync import Client, Reader
 from seglog.client.types import (
     Appended,
+    AppendedChunk,
     Claimed,
     Deleted,
     DiffResult,
@@ -60,6 +61,7 @@ from seglog.client.types import (
     ReadRecord,
     Ready,
     Settled,
+    StreamAppended,
     Tombstone,
     TopicDeleted,
     TopicPage,
@@ -75,6 +77,7 @@ from seglog.client.work import AsyncLeasedJob, AsyncWork, LeasedJob, Work
 __all__ = [
     "EXCEPTION_BY_CODE",
     "Appended",
+    "AppendedChunk",
     "ArrowPage",
     "AsyncClient",
     "AsyncLeasedJob",
@@ -113,6 +116,7 @@ __all__ = [
     "SeglogTimeoutError",
     "Settled",
     "ShuttingDown",
+    "StreamAppended",
     "Subscribed",
     "Throttled",
     "Tombstone",

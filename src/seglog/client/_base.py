@@ -15,7 +15,7 @@ Retry rules (`RetryPolicy.delay`), pure given the injected RNG:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Generic, Protocol, TypeVar
@@ -40,6 +40,7 @@ from seglog.client.types import (
     Health,
     Ready,
     Settled,
+    StreamAppended,
     TopicDeleted,
     TopicPage,
     TopicPut,
@@ -91,7 +92,7 @@ class RequestSpec:
     method: str
     path: str
     params: dict[str, str | int] = field(default_factory=dict)
-    body: bytes | None = None
+    body: bytes | Iterable[bytes] | AsyncIterable[bytes] | None = None
     headers: dict[str, str] = field(default_factory=dict)
     idempotent: bool = True
     retry: bool = True
@@ -347,6 +348,60 @@ def append_encoded(
         idempotent=idempotency_key is not None,
     )
     return Call(spec, _parser(Appended.from_json))
+
+
+NDJSON = "application/x-ndjson"
+_NDJSON_PIECE = 64 * 1024
+
+
+def ndjson_lines(records: Iterable[Any]) -> Iterator[bytes]:
+    """Each record (an API §3 record dict, or bytes already holding one as JSON) as
+    an NDJSON line, sent in pieces of about 64 KiB as the iterable yields them."""
+    piece = bytearray()
+    for i, rec in enumerate(records):
+        if isinstance(rec, bytes | bytearray | memoryview):
+            line = bytes(rec)
+            if b"\n" in line:
+                raise ValueError(f"record {i}: an NDJSON record must be one line")
+        else:
+            line = orjson.dumps(rec)
+        piece += line
+        piece += b"\n"
+        if len(piece) >= _NDJSON_PIECE:
+            yield bytes(piece)
+            piece.clear()
+    if piece:
+        yield bytes(piece)
+
+
+def append_stream(
+    topic: str,
+    body: Iterable[bytes] | AsyncIterable[bytes],
+    *,
+    node: str | None,
+    create: bool | None,
+) -> Call[StreamAppended]:
+    """The streaming append (API §13.2) of an NDJSON body. Never resent: chunks before a
+    failure stay committed, and the body is consumed as it is sent."""
+    params: dict[str, str | int] = {}
+    if node is not None:
+        params["node"] = node
+    if create is not None:
+        params["create"] = "true" if create else "false"
+    spec = RequestSpec(
+        "POST",
+        topic_path(topic),
+        body=body,
+        headers={"Content-Type": NDJSON},
+        params=params,
+        idempotent=False,
+        retry=False,
+    )
+    return Call(spec, _parse_stream_appended)
+
+
+def _parse_stream_appended(resp: httpx.Response) -> StreamAppended:
+    return _parser(lambda obj: StreamAppended.from_response(obj, resp.status_code))(resp)
 
 
 def record(

@@ -8,7 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterable,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -29,6 +38,7 @@ from seglog.client.types import (
     ReadRecord,
     Ready,
     Settled,
+    StreamAppended,
     Tombstone,
     TopicDeleted,
     TopicPage,
@@ -319,6 +329,19 @@ class AsyncClient(BaseClient):
                 config=config,
                 return_seqs=return_seqs,
             )
+        )
+
+    async def append_stream(
+        self,
+        topic: str,
+        records: Iterable[Any] | AsyncIterable[Any],
+        *,
+        node: str | None = None,
+        create: bool | None = None,
+    ) -> StreamAppended:
+        """`Client.append_stream()`; `records` may also be an async iterable."""
+        return await self._call(
+            _base.append_stream(topic, _async_lines(records), node=node, create=create)
         )
 
     async def append_one(
@@ -750,3 +773,20 @@ class AsyncReader:
     async def aclose(self) -> None:
         """Stop iterating (no request is in flight between items)."""
         await self._items.aclose()
+
+
+async def _async_lines(records: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[bytes]:
+    """`_base.ndjson_lines` for the async client (httpx streams async bodies only)."""
+    if isinstance(records, AsyncIterable):
+        batch: list[Any] = []
+        async for rec in records:
+            batch.append(rec)
+            if len(batch) >= 1000:
+                for piece in _base.ndjson_lines(batch):
+                    yield piece
+                batch.clear()
+        for piece in _base.ndjson_lines(batch):
+            yield piece
+        return
+    for piece in _base.ndjson_lines(records):
+        yield piece

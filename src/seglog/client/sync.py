@@ -7,7 +7,7 @@ as httpx's is, and should be closed (or used as a context manager) when done.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -28,6 +28,7 @@ from seglog.client.types import (
     ReadRecord,
     Ready,
     Settled,
+    StreamAppended,
     Tombstone,
     TopicDeleted,
     TopicPage,
@@ -326,6 +327,30 @@ class Client(BaseClient):
                 config=config,
                 return_seqs=return_seqs,
             )
+        )
+
+    def append_stream(
+        self,
+        topic: str,
+        records: Iterable[Any],
+        *,
+        node: str | None = None,
+        create: bool | None = None,
+    ) -> StreamAppended:
+        """Append any number of records in one streamed request (NDJSON, API §13.2).
+
+        `records` are API §3 record dicts (`{"data": ..., "tag": ...}`) or bytes each
+        holding one as JSON. They are sent as the iterable yields them, and the server
+        commits them in atomic chunks of up to 10,000 as they arrive, so neither side holds
+        the whole stream. `node` is the records' default node; `create` as in `append()`.
+
+        The request as a whole is not atomic and is never resent. On an error
+        (`SeglogHTTPError`), `error.detail["committed_through_seq"]` is the last seq it
+        committed (None if none) and `error.detail["line"]` the failing record's position
+        (1-based). Returns every committed chunk's seqs.
+        """
+        return self._call(
+            _base.append_stream(topic, _base.ndjson_lines(records), node=node, create=create)
         )
 
     def append_one(

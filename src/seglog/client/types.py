@@ -173,6 +173,42 @@ class Appended:
 
 
 @dataclass(frozen=True, slots=True)
+class AppendedChunk:
+    """One atomic chunk of a streamed append: its seqs and record count."""
+
+    first_seq: int
+    last_seq: int
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class StreamAppended:
+    """The answer to a streamed (NDJSON) append, API §13.2: every chunk it committed."""
+
+    topic: str
+    count: int
+    head_seq: int
+    chunks: list[AppendedChunk]
+    created: bool
+    performance: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_response(cls, obj: Mapping[str, Any], status: int) -> Self:
+        chunks = [
+            AppendedChunk(int(c["first_seq"]), int(c["last_seq"]), int(c["count"]))
+            for c in obj["chunks"]
+        ]
+        return cls(
+            topic=str(obj["topic"]),
+            count=int(obj["count"]),
+            head_seq=int(obj["head_seq"]),
+            chunks=chunks,
+            created=status == 201,
+            performance=_perf(obj),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ReadRecord:
     """One record as read: `$seq`/`$ts`/`$node`/`$tag` → seq/ts/node/tag; absent keys → None."""
 

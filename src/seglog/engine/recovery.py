@@ -39,6 +39,7 @@ from seglog.storage.fs import Fs
 from seglog.storage.snapshot import (
     SnapshotMark,
     SnapshotMissingError,
+    TopicPredicate,
     load_latest_snapshot,
     load_snapshot,
     snapshot_name,
@@ -80,6 +81,10 @@ class _Replay:
     routers: RouterTable
     attach_segments: AttachSegments
     now: int
+    records_for: TopicPredicate | None = None
+
+    def skips(self, t: TopicState) -> bool:
+        return self.records_for is not None and not self.records_for(t.name)
 
 
 @dataclass(slots=True)
@@ -107,22 +112,26 @@ def replay(
     on_progress: Callable[[float], None] | None = None,
     snapshot_id: int | None = None,
     use_wal: bool = True,
+    records_for: TopicPredicate | None = None,
 ) -> Replayed:
     """STORAGE §6 steps 2–4, the corruption check of step 6, step 7 and the first half of
     step 9, in memory only: it reads the files and never writes to them, so it also serves
     readers of a directory it does not own (`seglog.offline`). `snapshot_id` pins the
     snapshot to start from (`SnapshotMissingError` if it is gone or damaged) instead of the
-    newest valid one; `use_wal=False` stops at the snapshot. Raises `WalCorruptionError`
-    when a WAL group holds valid frames after an invalid one."""
+    newest valid one; `use_wal=False` stops at the snapshot. With `records_for`, only the
+    topics it accepts get their records and record frames (a reader that needs a few
+    topics); the others are registered with their heads as of the snapshot and no records,
+    and are not to be read. Raises `WalCorruptionError` when a WAL group holds valid frames
+    after an invalid one."""
     registry = Registry()
     routers = RouterTable()
-    rp = _Replay(registry, routers, attach_segments, clock.now_ms())
+    rp = _Replay(registry, routers, attach_segments, clock.now_ms(), records_for)
     starts: dict[str, Position] = {}
     last_snapshot = None
     if snapshot_id is None:
-        snap = load_latest_snapshot(fs, meta_dir)
+        snap = load_latest_snapshot(fs, meta_dir, records_for)
     else:
-        snap = load_snapshot(fs, meta_dir, snapshot_id)
+        snap = load_snapshot(fs, meta_dir, snapshot_id, records_for)
         if snap is None:
             raise SnapshotMissingError(
                 f"snapshot {meta_dir / snapshot_name(snapshot_id)} is gone or damaged"
@@ -162,6 +171,8 @@ def replay(
     check_groups(sc for sc, _ in scans)
 
     for t in registry.all():
+        if rp.skips(t):
+            continue
         if t.persistent and t.reservation > t.head:
             # Reserved-but-unwritten seqs become silent holes (§6 step 7): a disk write, or
             # a class change to a persistent class, may have acked seqs up to there.
@@ -278,13 +289,13 @@ def _apply_all(rp: _Replay, frames: Iterable[RawFrame]) -> None:
     does after every publish: it counts live records, so it is not derivable from the head
     alone once deletes interleave with writes (SEMANTICS §4.2)."""
     by_id = rp.registry.by_id
-    persistent, caps = _replayed_topics(rp.registry)
+    persistent, caps = _replayed_topics(rp)
     for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
         if ftype != _APPEND:
             frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
             _apply_control(rp, frame)
             if ftype in _REGISTRY_FRAMES:
-                persistent, caps = _replayed_topics(rp.registry)
+                persistent, caps = _replayed_topics(rp)
             continue
         if tid not in persistent:
             continue
@@ -302,9 +313,10 @@ def _apply_all(rp: _Replay, frames: Iterable[RawFrame]) -> None:
             t.apply_record_cap()
 
 
-def _replayed_topics(registry: Registry) -> tuple[set[int], dict[int, int]]:
-    """Ids of the persistent topics, and the record caps among them."""
-    persistent = {tid for tid, t in registry.by_id.items() if t.persistent}
+def _replayed_topics(rp: _Replay) -> tuple[set[int], dict[int, int]]:
+    """Ids of the persistent topics whose records are replayed, and their record caps."""
+    registry = rp.registry
+    persistent = {tid for tid, t in registry.by_id.items() if t.persistent and not rp.skips(t)}
     caps = {
         tid: t.config.cap_records
         for tid, t in registry.by_id.items()
@@ -349,7 +361,7 @@ def _apply_control(rp: _Replay, f: WalFrame) -> None:
             registry.remove(gone)
         return
     target = registry.by_id.get(f.topic_id)
-    if target is not None:
+    if target is not None and not rp.skips(target):
         _apply_topic_frame(target, f)
 
 

@@ -27,6 +27,7 @@ from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import (
+    RECORDS_SKIPPED,
     SnapshotMark,
     SnapshotRecord,
     next_snapshot_id,
@@ -154,7 +155,8 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
         str(entry["name"]), int(entry["topic_id"]), config, epoch=int(entry.get("epoch", 1))
     )
     head = int(entry["head_seq"])
-    base = min(int(entry["base_seq"]), head + 1)
+    # A topic whose records a reader left undecoded comes back empty at its head.
+    base = head + 1 if entry.get(RECORDS_SKIPPED) else min(int(entry["base_seq"]), head + 1)
     t.origin = max(base, 1)
     t.head = t.origin - 1
     t.reserved = t.head

@@ -99,6 +99,24 @@ def _with_arrow(o: Schema) -> Schema:
     return o
 
 
+def _with_ndjson(o: Schema) -> Schema:
+    """The streaming form of append (API §13.2): NDJSON in, committed chunk by chunk."""
+    o["requestBody"]["content"]["application/x-ndjson"] = {
+        "schema": {
+            "type": "string",
+            "description": "one WriteRequest record object per line (blank lines skipped; "
+            "at most 1 MiB per line, no body cap); batch fields come from the query "
+            "(node, create); committed in chunks of at most 10000 records, each atomic; an "
+            "invalid line stops the request with detail.line and "
+            "detail.committed_through_seq",
+        }
+    }
+    for code in ("200", "201"):
+        content = o["responses"][code]["content"]["application/json"]
+        content["schema"] = {"oneOf": [content["schema"], ref("NdjsonWriteResponse")]}
+    return o
+
+
 def _header(name: str, description: str) -> Schema:
     return {
         "name": name,
@@ -163,18 +181,26 @@ OPERATIONS: dict[str, Schema] = {
                 ("403", "409", "429"),
                 query=(_q("if_empty", BOOL, "refuse (409) when the topic holds records"),),
             ),
-            "post": op(
-                "Append records",
-                {
-                    "201": ("appended; the topic was created", ref("WriteResponse")),
-                    "200": ("appended", ref("WriteResponse")),
-                },
-                (*_BODY_ERRORS, "404", "422", "429"),
-                body="WriteRequest",
-                query=(
-                    _q("return_seqs", BOOL, "include seqs (default true)"),
-                    _header("Idempotency-Key", "used when the body has no idempotency_key"),
-                ),
+            "post": _with_ndjson(
+                op(
+                    "Append records (streamed with Content-Type: application/x-ndjson)",
+                    {
+                        "201": ("appended; the topic was created", ref("WriteResponse")),
+                        "200": ("appended", ref("WriteResponse")),
+                    },
+                    (*_BODY_ERRORS, "404", "422", "429"),
+                    body="WriteRequest",
+                    query=(
+                        _q("return_seqs", BOOL, "include seqs (default true; JSON only)"),
+                        _q("node", STR, "NDJSON only: the default node of the records"),
+                        _q("create", BOOL, "NDJSON only: create the topic if absent"),
+                        _header(
+                            "Idempotency-Key",
+                            "used when the body has no idempotency_key (JSON only; refused "
+                            "with NDJSON)",
+                        ),
+                    ),
+                )
             ),
         },
     ),

@@ -178,6 +178,20 @@ SCHEMAS: dict[str, Schema] = {
         },
         ("topic", "first_seq", "last_seq", "head_seq", "count", "created", "deduped"),
     ),
+    "NdjsonWriteResponse": with_perf(
+        {
+            "topic": STR,
+            "count": U64,
+            "head_seq": U64,
+            "chunks": arr(
+                obj(
+                    {"first_seq": U64, "last_seq": U64, "count": U64},
+                    ("first_seq", "last_seq", "count"),
+                )
+            ),
+        },
+        ("topic", "count", "head_seq", "chunks"),
+    ),
     "DiffRequest": obj(
         {
             "from_seq": U64,

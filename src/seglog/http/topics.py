@@ -20,6 +20,7 @@ from seglog.http.common import (
 )
 from seglog.http.cursors import decode_cursor, encode_cursor
 from seglog.http.json_body import is_json_content_type
+from seglog.http.ndjson_append import append_ndjson, is_ndjson
 from seglog.http.query_params import parse_bool_query, parse_page_size
 from seglog.http.responses import (
     encode_drop_topic,
@@ -102,6 +103,8 @@ async def append(request: Request) -> Response:
     name = request.path_params["topic"]
     p = require(request, (Scope.WRITE,), name)
     st = server_state(request)
+    if is_ndjson(request.headers.get("content-type")):  # API §13.2
+        return await append_ndjson(request, name, st)
     raw = await read_body(request, st.settings.max_body_bytes)
     req = _write_request(request, raw)
     st.check_write_pressure()

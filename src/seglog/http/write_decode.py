@@ -49,6 +49,7 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _DECODER = msgspec.json.Decoder(_Body)
+_RECORD_DECODER = msgspec.json.Decoder(_Record)
 _NULL = b"null"
 
 
@@ -69,14 +70,38 @@ def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | Non
     path cannot vouch for giving exactly that (the caller then takes the slow path)."""
     try:
         body = _DECODER.decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-    recs = body.records
-    if not 0 < len(recs) <= MAX_RECORDS_PER_WRITE:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     if not (
         _fits(body.node, MAX_NODE_BYTES) and _fits(body.idempotency_key, MAX_IDEMPOTENCY_KEY_BYTES)
     ):
+        return None
+    batch_node = _opt(body.node)
+    out = _records_in(body.records, batch_node)
+    if out is None:
+        return None
+    create = None if body.create is UNSET else bool(body.create)
+    return WriteRequest(
+        out, batch_node, _opt(body.idempotency_key), create, None, body.disable_backpressure
+    )
+
+
+def decode_lines_fast(lines: list[bytes], node: str | None) -> list[RecordIn] | None:
+    """The records of NDJSON `lines` (one record object each, API §13.2) with the batch
+    `node`: exactly what `parse_write` makes of `{"records": [<line>, ...], "node": node}`,
+    or None when this path cannot vouch for that. Each line is decoded on its own, so no
+    line can end or start another record."""
+    recs: list[_Record] = []
+    try:
+        for line in lines:
+            recs.append(_RECORD_DECODER.decode(line))
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return _records_in(recs, node)
+
+
+def _records_in(recs: list[_Record], batch_node: str | None) -> list[RecordIn] | None:
+    if not 0 < len(recs) <= MAX_RECORDS_PER_WRITE:
         return None
     texts = [bytes(r.data) for r in recs]
     metas: list[bytes | None] = [None] * len(recs)
@@ -89,11 +114,10 @@ def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | Non
     joined = b"[" + b",".join(payloads) + b"]"
     try:
         values = orjson.loads(joined)
-    except orjson.JSONDecodeError:
+        if orjson.dumps(values) != joined:
+            return None
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):  # e.g. nested too deep to encode
         return None
-    if orjson.dumps(values) != joined:
-        return None
-    batch_node = _opt(body.node)
     out: list[RecordIn] = []
     meta_at = len(texts)
     for i, (r, data) in enumerate(zip(recs, texts, strict=True)):
@@ -116,7 +140,4 @@ def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | Non
             out.append(RecordIn(data, meta, batch_node if node is None else node, _opt(r.tag)))
         else:
             out.append(RecordIn(data, meta, batch_node, None))
-    create = None if body.create is UNSET else bool(body.create)
-    return WriteRequest(
-        out, batch_node, _opt(body.idempotency_key), create, None, body.disable_backpressure
-    )
+    return out

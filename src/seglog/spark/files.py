@@ -201,7 +201,9 @@ def _open(opts: FilesOptions, now_ms: int, running: bool) -> Any:
     from seglog.offline import OfflineDir
 
     with _corruption_fails(opts):
-        return OfflineDir.open(opts.path, opts.cold_path, now_ms, running=running)
+        return OfflineDir.open(
+            opts.path, opts.cold_path, now_ms, running=running, only=opts.subscription.matches
+        )
 
 
 @contextmanager

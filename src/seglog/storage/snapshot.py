@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,22 +107,59 @@ class _Body(msgspec.Struct, forbid_unknown_fields=True):
 _decode_body = msgspec.json.Decoder(_Body).decode
 
 
-def _decode_typed(body: bytes) -> dict[str, Any] | None:
+class _LazyTopicEntry(_TopicEntry, forbid_unknown_fields=True):
+    records: msgspec.Raw = msgspec.Raw(b"[]")  # type: ignore[assignment]
+
+
+class _LazyBody(_Body, forbid_unknown_fields=True):
+    topics: list[_LazyTopicEntry]  # type: ignore[assignment]
+
+
+_decode_lazy_body = msgspec.json.Decoder(_LazyBody).decode
+_decode_records = msgspec.json.Decoder(list[SnapshotRecord]).decode
+
+# Marks a topic entry whose records were left undecoded (`decode_snapshot`'s `records_for`).
+RECORDS_SKIPPED = "records_skipped"
+TopicPredicate = Callable[[str], bool]
+
+
+def _decode_typed(body: bytes, records_for: TopicPredicate | None) -> dict[str, Any] | None:
     """The body with each topic's `records` as `SnapshotRecord`s (no dict, no parsed data
     value per record), or None when the body does not have exactly the §5.2 shape the
-    engine writes (the caller then parses it generically)."""
+    engine writes (the caller then parses it generically). The records of topics that
+    `records_for` refuses are skipped over, not built, and their entries marked
+    `RECORDS_SKIPPED`."""
     try:
-        doc = _decode_body(body)
+        if records_for is None:
+            doc = _decode_body(body)
+            out = msgspec.structs.asdict(doc)
+            out["topics"] = [msgspec.structs.asdict(t) for t in doc.topics]
+            return out
+        lazy = _decode_lazy_body(body)
+        out = msgspec.structs.asdict(lazy)
+        out["topics"] = [_lazy_entry(t, records_for) for t in lazy.topics]
+        return out
     except msgspec.ValidationError:
         return None
-    out = msgspec.structs.asdict(doc)
-    out["topics"] = [msgspec.structs.asdict(t) for t in doc.topics]
-    return out
 
 
-def decode_snapshot(buf: bytes) -> dict[str, Any] | None:
+def _lazy_entry(t: _LazyTopicEntry, records_for: TopicPredicate) -> dict[str, Any]:
+    entry = msgspec.structs.asdict(t)
+    if records_for(t.name):
+        entry["records"] = _decode_records(t.records)
+    else:
+        entry["records"] = []
+        entry[RECORDS_SKIPPED] = True
+    return entry
+
+
+def decode_snapshot(
+    buf: bytes, records_for: TopicPredicate | None = None
+) -> dict[str, Any] | None:
     """The body of a valid snapshot file, or None when any check fails. Records of the
-    engine's own bodies come back as `SnapshotRecord`s, others as dicts."""
+    engine's own bodies come back as `SnapshotRecord`s, others as dicts. With
+    `records_for`, only the topics it accepts get their records (the others none, and
+    `RECORDS_SKIPPED` set)."""
     if len(buf) < _HEADER.size:
         return None
     magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
@@ -132,7 +169,7 @@ def decode_snapshot(buf: bytes) -> dict[str, Any] | None:
     if len(body) != body_len or xxhash.xxh3_64_intdigest(body) != checksum:
         return None
     try:
-        typed = _decode_typed(body)
+        typed = _decode_typed(body, records_for)
     except msgspec.DecodeError:
         return None
     if typed is not None:
@@ -141,7 +178,14 @@ def decode_snapshot(buf: bytes) -> dict[str, Any] | None:
         doc = orjson.loads(body)
     except orjson.JSONDecodeError:
         return None
-    return doc if isinstance(doc, dict) else None
+    if not isinstance(doc, dict):
+        return None
+    if records_for is not None:
+        for entry in doc.get("topics", []):
+            if isinstance(entry, dict) and not records_for(str(entry.get("name"))):
+                entry["records"] = []
+                entry[RECORDS_SKIPPED] = True
+    return doc
 
 
 def snapshot_ids(fs: Fs, meta_dir: Path) -> list[int]:
@@ -228,16 +272,21 @@ class SnapshotMissingError(Exception):
     """A reader pinned to one snapshot found it gone (replaced by newer ones) or damaged."""
 
 
-def load_snapshot(fs: Fs, meta_dir: Path, snap_id: int) -> dict[str, Any] | None:
-    """The body of snapshot `snap_id` if its file exists and is valid, else None."""
+def load_snapshot(
+    fs: Fs, meta_dir: Path, snap_id: int, records_for: TopicPredicate | None = None
+) -> dict[str, Any] | None:
+    """The body of snapshot `snap_id` if its file exists and is valid, else None (`records_for`:
+    see `decode_snapshot`)."""
     try:
         buf = fs.read_file(meta_dir / snapshot_name(snap_id))
     except FileNotFoundError:
         return None
-    return decode_snapshot(buf)
+    return decode_snapshot(buf, records_for)
 
 
-def load_latest_snapshot(fs: Fs, meta_dir: Path) -> dict[str, Any] | None:
+def load_latest_snapshot(
+    fs: Fs, meta_dir: Path, records_for: TopicPredicate | None = None
+) -> dict[str, Any] | None:
     """The body of the newest valid snapshot, trying newest to oldest; None if none is.
     A damaged snapshot is skipped with a warning (the previous one is kept for this)."""
     for snap_id in reversed(snapshot_ids(fs, meta_dir)):
@@ -245,7 +294,7 @@ def load_latest_snapshot(fs: Fs, meta_dir: Path) -> dict[str, Any] | None:
             buf = fs.read_file(meta_dir / snapshot_name(snap_id))
         except FileNotFoundError:
             continue
-        doc = decode_snapshot(buf)
+        doc = decode_snapshot(buf, records_for)
         if doc is not None:
             return doc
         log.warning(

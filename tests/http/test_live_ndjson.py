@@ -1,0 +1,133 @@
+"""Black-box: the streaming append (API §13.2, `Content-Type: application/x-ndjson`) —
+chunked commits, per-line errors that keep earlier chunks, query fields, limits, scopes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import httpx
+import orjson
+
+from seglog.http.ndjson_append import CHUNK_RECORDS
+from tests.http.live import diff, error_of, ok, put_topic, state
+from tests.support.server import ServerProcess
+
+NDJSON = {"Content-Type": "application/x-ndjson"}
+Names = Callable[[str], str]
+
+
+def lines(records: list[dict[str, object]]) -> bytes:
+    return b"".join(orjson.dumps(r) + b"\n" for r in records)
+
+
+def all_records(c: httpx.Client, name: str) -> list[dict[str, object]]:
+    out: list[dict[str, object]] = []
+    cursor = 0
+    while True:
+        d = diff(c, name, from_seq=cursor, limit=1000, include_tags=True)
+        out += d["records"]
+        if d["caught_up"]:
+            return out
+        cursor = d["next_from_seq"]
+
+
+def test_lines_append_in_order_and_autocreate(client: httpx.Client, topic: str) -> None:
+    recs = [{"data": {"i": i}, "tag": f"t{i % 3}"} for i in range(5)]
+    body = lines(recs[:2]) + b"\r\n  \n" + lines(recs[2:])  # blank lines are skipped
+    r = client.post(f"/v0/topics/{topic}", content=body, headers=NDJSON)
+    got = ok(r, 201)
+    assert got["topic"] == topic and got["count"] == 5 and got["head_seq"] == 5
+    assert got["chunks"] == [{"first_seq": 1, "last_seq": 5, "count": 5}]
+    stored = all_records(client, topic)
+    assert [(x["$seq"], x["data"], x["$tag"]) for x in stored] == [
+        (i + 1, {"i": i}, f"t{i % 3}") for i in range(5)
+    ]
+    again = ok(client.post(f"/v0/topics/{topic}", content=lines(recs[:1]), headers=NDJSON))
+    assert again["chunks"] == [{"first_seq": 6, "last_seq": 6, "count": 1}]
+
+
+def test_a_large_body_commits_in_chunks_streamed(client: httpx.Client, topic: str) -> None:
+    n = CHUNK_RECORDS * 2 + 7
+
+    def body() -> Iterator[bytes]:  # sent chunked, without a Content-Length
+        for start in range(0, n, 1000):
+            yield lines([{"data": i} for i in range(start, min(n, start + 1000))])
+
+    got = ok(client.post(f"/v0/topics/{topic}", content=body(), headers=NDJSON), 201)
+    assert got["count"] == n
+    assert [c["count"] for c in got["chunks"]] == [CHUNK_RECORDS, CHUNK_RECORDS, 7]
+    assert got["chunks"][1]["first_seq"] == CHUNK_RECORDS + 1
+    assert state(client, topic)["head_seq"] == n
+
+
+def test_bad_line_stops_and_keeps_earlier_chunks(client: httpx.Client, topic: str) -> None:
+    good = lines([{"data": i} for i in range(CHUNK_RECORDS)])  # one whole chunk first
+    bad = b'{"data": 1}\n{"tag": "no data"}\n{"data": 3}\n'
+    r = client.post(f"/v0/topics/{topic}", content=good + bad, headers=NDJSON)
+    err = error_of(r, 400, "invalid_request")
+    assert err["detail"]["line"] == CHUNK_RECORDS + 2
+    assert err["detail"]["committed_through_seq"] == CHUNK_RECORDS
+    assert f"line {CHUNK_RECORDS + 2}" in err["message"]
+    assert state(client, topic)["head_seq"] == CHUNK_RECORDS  # the bad chunk: nothing
+
+
+def test_first_chunk_bad_commits_nothing(client: httpx.Client, topic: str) -> None:
+    put_topic(client, topic)
+    for body, code, line in [
+        (b'{"data":1}\nnot json\n', "invalid_request", 2),
+        (b'{"data":1}\n{"data":2},{"data":3}\n', "invalid_request", 2),
+        (b'{"data":1}\n{"data":2,"tag":7}\n', "invalid_request", 2),
+        (b'\n\n{"data":1,"tag":"' + b"x" * 300 + b'"}\n', "invalid_request", 3),
+        (b'{"data":"' + b"x" * (1 << 20) + b'"}\n', "record_too_large", 1),
+    ]:
+        r = client.post(f"/v0/topics/{topic}", content=body, headers=NDJSON)
+        err = error_of(r, 400, code)
+        assert err["detail"]["line"] == line, err
+        assert err["detail"]["committed_through_seq"] is None, err
+    assert state(client, topic)["head_seq"] == 0
+
+
+def test_empty_body_and_query_fields(client: httpx.Client, tname: Names) -> None:
+    t = tname("q")
+    error_of(
+        client.post(f"/v0/topics/{t}", content=b"\n \n", headers=NDJSON), 400, "invalid_request"
+    )
+    r = client.post(f"/v0/topics/{t}?create=false", content=b'{"data":1}\n', headers=NDJSON)
+    error_of(r, 404, "topic_not_found")
+    r = client.post(f"/v0/topics/{t}?create=maybe", content=b'{"data":1}\n', headers=NDJSON)
+    error_of(r, 400, "invalid_request")
+    body = b'{"data":1}\n{"data":2,"node":"own"}\n'
+    ok(client.post(f"/v0/topics/{t}?node=edge-1", content=body, headers=NDJSON), 201)
+    nodes = [x.get("$node") for x in diff(client, t)["records"]]
+    assert nodes == ["edge-1", "own"]
+    r = client.post(f"/v0/topics/{t}", content=body, headers={**NDJSON, "Idempotency-Key": "k"})
+    error_of(r, 400, "invalid_request")
+    r = client.post(f"/v0/topics/{t}?node={'n' * 129}", content=body, headers=NDJSON)
+    error_of(r, 400, "invalid_request")
+    assert state(client, t)["head_seq"] == 2
+
+
+def test_refused_chunk_reports_its_first_line(client: httpx.Client, topic: str) -> None:
+    put_topic(client, topic, {"cap_records": 3, "discard": "reject"})
+    r = client.post(
+        f"/v0/topics/{topic}", content=lines([{"data": i} for i in range(5)]), headers=NDJSON
+    )
+    err = error_of(r, 400, "record_too_large")  # more records than the cap (API §3)
+    assert err["detail"]["line"] == 1 and err["detail"]["committed_through_seq"] is None
+
+
+def test_scope_is_checked(make_server: Callable[..., ServerProcess]) -> None:
+    srv = make_server(env={"SEGLOG_API_KEYS": "ro:r,rw:rw"})
+    with httpx.Client(base_url=srv.url) as c:
+        r = c.post(
+            "/v0/topics/t1",
+            content=b'{"data":1}\n',
+            headers={**NDJSON, "Authorization": "Bearer ro"},
+        )
+        error_of(r, 403, "forbidden")
+        r = c.post(
+            "/v0/topics/t1",
+            content=b'{"data":1}\n',
+            headers={**NDJSON, "Authorization": "Bearer rw"},
+        )
+        ok(r, 201)
