@@ -67,7 +67,7 @@ def test_bad_line_stops_and_keeps_earlier_chunks(client: httpx.Client, topic: st
     err = error_of(r, 400, "invalid_request")
     assert err["detail"]["line"] == CHUNK_RECORDS + 2
     assert err["detail"]["committed_through_seq"] == CHUNK_RECORDS
-    assert f"line {CHUNK_RECORDS + 2}" in err["message"]
+    assert err["message"] == f"malformed JSON body: line {CHUNK_RECORDS + 2}.data is required"
     assert state(client, topic)["head_seq"] == CHUNK_RECORDS  # the bad chunk: nothing
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 pytest.importorskip("seglog.core.payload_blob")
 
@@ -138,8 +140,15 @@ def test_offline_reads_only_live_sealed_records(
     hot, cold, _ = build(tmp_path)
     opts = parse_files_options({"path": str(hot), "coldPath": str(cold)})
     parts = plan(opts, NOW)
-    segs = [(p.topic, p.first_seq) for p in parts if isinstance(p, SegmentPartition)]
-    assert segs == [("a", 11), ("a", 21), ("b", 1)]  # 1..10 lie below the floors
+    segs = [
+        (p.topic, [s.first_seq for s in p.slices]) for p in parts if isinstance(p, SegmentPartition)
+    ]
+    assert segs == [("a", [11, 21]), ("b", [1])]  # 1..10 lie below the floors
+    per_segment = {"path": str(hot), "coldPath": str(cold), "maxRecordsPerPartition": "9"}
+    parts_9 = plan(parse_files_options(per_segment), NOW)
+    segs_9 = [(p.topic, p.first_seq) for p in parts_9 if isinstance(p, SegmentPartition)]
+    assert segs_9 == [("a", 11), ("a", 21), ("b", 1)]  # 7 + 10 live > 9: apart
+    assert read_all(parse_files_options(per_segment)) == read_all(opts)
     if embed:
         (rows_part,) = [p for p in parts if isinstance(p, TailRows)]
         assert (rows_part.topic, rows_part.seq) == ("a", (31, 32))  # the active tail
@@ -162,3 +171,20 @@ def test_offline_checksum_mismatch_fails(tmp_path: Path) -> None:
     bad.write_bytes(bytes(raw))
     with pytest.raises(SeglogCorruptionError, match="corrupt segment"):
         read_all(parse_files_options({"path": str(hot), "coldPath": str(cold), "topics": "a"}))
+
+
+@given(st.lists(st.integers(0, 30), max_size=12), st.integers(1, 40))
+def test_group_slices_keeps_order_and_budget(counts: list[int], budget: int) -> None:
+    slices = [
+        files.SegmentSlice(
+            i * 100 + 1, i * 100 + 100, None, ((i * 100 + 1, i * 100 + n),) if n else ()
+        )
+        for i, n in enumerate(counts)
+    ]
+    groups = files.group_slices(slices, budget)
+    assert [s for g in groups for s in g] == slices
+    sizes = [sum(s.live_count for s in g) for g in groups]
+    assert all(size <= budget or len(g) == 1 for g, size in zip(groups, sizes, strict=True))
+    assert all(  # greedy: the next slice did not fit
+        sizes[k] + groups[k + 1][0].live_count > budget for k in range(len(groups) - 1)
+    )

@@ -365,8 +365,9 @@ def test_segments_with_nothing_live_get_no_partition(tmp_path: Path) -> None:
         for s in list_topic_segments(root / "data", segs[0].topic_id, root / "cold")
     }
     assert {(1, 50), (51, 100)} <= on_disk  # still there: the test needs dead segments
-    assert [(p.first_seq, p.last_seq) for p in segs] == [(101, 150), (151, 200)]
-    assert all(p.live for p in segs) and len(parts) == 2
+    slices = [s for p in segs for s in p.slices]
+    assert [(s.first_seq, s.last_seq) for s in slices] == [(101, 150), (151, 200)]
+    assert all(s.live for s in slices) and len(parts) == 1  # both in one task
 
 
 @pytest.mark.parametrize("final_snapshot", [True, False], ids=["clean-stop", "no-final-snapshot"])
@@ -383,7 +384,9 @@ def test_a_topic_subset_reads_as_the_whole_directory_does(
     whole = offline(root)
     for name in ("a", "b"):
         assert offline(root, topics=name) == [r for r in whole if r[0] == name]
-    d = OfflineDir.open(root / "data", root / "cold", _now(), running=False, only={"b"}.__contains__)
+    d = OfflineDir.open(
+        root / "data", root / "cold", _now(), running=False, only={"b"}.__contains__
+    )
     assert [v.name for v in d.topics()] == ["b"]
     assert d._rp.registry.get("a").count == 0  # its records were never loaded
     with pytest.raises(ValueError, match="left out"):

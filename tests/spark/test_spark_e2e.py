@@ -233,7 +233,7 @@ def test_offline_read_equals_online(spark: Any, server_factory: Callable[..., Se
 
     sealed_segments = on_disk_segments(srv.data_dir)
     assert len(sealed_segments["off.a"]) >= 5  # segment partitions, not only the tail
-    df = offline_read(spark, srv, topicPrefix="off.")
+    df = offline_read(spark, srv, topicPrefix="off.", maxRecordsPerPartition="1")
     assert spark_rows(df) == online  # nothing below the floors, nothing deleted, nothing missing
     live_segments = [
         (t, lo, hi)
@@ -248,6 +248,9 @@ def test_offline_read_equals_online(spark: Any, server_factory: Callable[..., Se
         if not any(lo <= r[1] <= hi for lo, hi in sealed_segments.get(r[0], []))
     }
     assert df.rdd.getNumPartitions() == len(live_segments) + len(tails)
+    grouped = offline_read(spark, srv, topicPrefix="off.")  # whole segments, 250k records a task
+    assert spark_rows(grouped) == online
+    assert grouped.rdd.getNumPartitions() == len({t for t, _, _ in live_segments}) + len(tails)
     only_b = spark.read.format("seglog_files").option("topics", "off.b").load(str(srv.data_dir))
     assert spark_rows(only_b) == [r for r in online if r[0] == "off.b"]
 

@@ -64,8 +64,11 @@ def _at_line(e: SeglogError, line: int, progress: _Progress) -> SeglogError:
     detail: dict[str, Any] = dict(e.detail or {})
     detail.pop("index", None)  # a record index within a chunk means nothing to the client
     detail.update(line=line, committed_through_seq=progress.committed_through)
-    message = e.message.replace("records[0]", f"line {line}")
-    return SeglogError(e.code, f"{message} (line {line})", detail, e.retry_after)
+    where = f"line {line}"
+    message = e.message.replace("records[0]", where)
+    if where not in message:
+        message = f"{message} ({where})"
+    return SeglogError(e.code, message, detail, e.retry_after)
 
 
 def _batch_node(request: Request) -> str | None:

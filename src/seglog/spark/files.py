@@ -69,13 +69,33 @@ Ranges = tuple[tuple[int, int], ...]
 
 
 @dataclass(frozen=True)
-class SegmentPartition(InputPartition):  # type: ignore[misc]
-    topic: str
-    topic_id: int
+class SegmentSlice:
     first_seq: int
     last_seq: int
     segment: Any  # seglog.storage.segment.SegmentInfo (picklable value object)
     live: Ranges  # the seqs of this segment to return
+
+    @property
+    def live_count(self) -> int:
+        return sum(b - a + 1 for a, b in self.live)
+
+
+@dataclass(frozen=True)
+class SegmentPartition(InputPartition):  # type: ignore[misc]
+    """Consecutive sealed segments of one topic: up to `maxRecordsPerPartition` live
+    records (a segment is never split), so a task's fixed cost is spread over many rows."""
+
+    topic: str
+    topic_id: int
+    slices: tuple[SegmentSlice, ...]
+
+    @property
+    def first_seq(self) -> int:
+        return self.slices[0].first_seq
+
+    @property
+    def last_seq(self) -> int:
+        return self.slices[-1].last_seq
 
 
 @dataclass(frozen=True)
@@ -150,11 +170,16 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
     parts: list[InputPartition] = []
     tails: list[TailTopic] = []
     for t in topics:
-        for seg in t.segments:
-            live = restrict(t.live, seg.first_seq, seg.last_seq)
-            parts.append(
-                SegmentPartition(t.name, t.topic_id, seg.first_seq, seg.last_seq, seg, live)
+        slices = [
+            SegmentSlice(
+                seg.first_seq, seg.last_seq, seg, restrict(t.live, seg.first_seq, seg.last_seq)
             )
+            for seg in t.segments
+        ]
+        parts += [
+            SegmentPartition(t.name, t.topic_id, group)
+            for group in group_slices(slices, opts.max_records_per_partition)
+        ]
         if t.tail:
             tails.append(TailTopic(t.name, t.topic_id, t.head, t.tail))
     if sum(b - a + 1 for t in tails for a, b in t.seqs) <= EMBED_TAIL_RECORDS:
@@ -162,6 +187,24 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
     elif tails:
         parts.append(TailPartition(d.point, tuple(tails)))
     return parts
+
+
+def group_slices(slices: list[SegmentSlice], budget: int) -> list[tuple[SegmentSlice, ...]]:
+    """Consecutive slices in groups of at most `budget` live records (a slice over the
+    budget alone), in order."""
+    groups: list[tuple[SegmentSlice, ...]] = []
+    current: list[SegmentSlice] = []
+    size = 0
+    for s in slices:
+        n = s.live_count
+        if current and size + n > budget:
+            groups.append(tuple(current))
+            current, size = [], 0
+        current.append(s)
+        size += n
+    if current:
+        groups.append(tuple(current))
+    return groups
 
 
 def _tail_rows(d: Any, t: TailTopic) -> TailRows:
@@ -246,12 +289,12 @@ class _Batches:
                 v.clear()
 
 
-def _relocated(opts: FilesOptions, p: SegmentPartition) -> Any | None:
+def _relocated(opts: FilesOptions, topic_id: int, first_seq: int) -> Any | None:
     """The segment's current location after a move between tiers, or None if it is gone."""
     from seglog.storage.segment import list_topic_segments
 
-    for seg in list_topic_segments(opts.path, p.topic_id, opts.cold_path):
-        if seg.first_seq == p.first_seq:
+    for seg in list_topic_segments(opts.path, topic_id, opts.cold_path):
+        if seg.first_seq == first_seq:
             return seg
     return None
 
@@ -259,18 +302,26 @@ def _relocated(opts: FilesOptions, p: SegmentPartition) -> Any | None:
 def read_segment(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition
 ) -> Iterator[pa.RecordBatch]:
-    """The partition's live records of one sealed segment, built column by column from
-    the segment's bytes (every frame verified, also those not returned)."""
+    """The partition's live records, segment by segment."""
+    for s in p.slices:
+        yield from _read_slice(opts, schema, p, s)
+
+
+def _read_slice(
+    opts: FilesOptions, schema: pa.Schema, p: SegmentPartition, s: SegmentSlice
+) -> Iterator[pa.RecordBatch]:
+    """The live records of one sealed segment, built column by column from the segment's
+    bytes (every frame verified, also those not returned)."""
     from seglog.core.segment_format import SegmentCorruption
     from seglog.storage.segment import read_segment_columns
 
-    seg = p.segment
+    seg = s.segment
     if not Path(seg.data_path).exists():
-        seg = _relocated(opts, p)
+        seg = _relocated(opts, p.topic_id, s.first_seq)
         if seg is None:
             raise SeglogDataLossError(
-                f"seglog offline: segment {p.first_seq}..{p.last_seq} of topic {p.topic!r} vanished "
-                "after planning (dropped by retention); re-run the read"
+                f"seglog offline: segment {s.first_seq}..{s.last_seq} of topic {p.topic!r} "
+                "vanished after planning (dropped by retention); re-run the read"
             )
     try:
         cols = read_segment_columns(seg)
@@ -278,7 +329,7 @@ def read_segment(
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    keep = ~cols.deleted & in_ranges(cols.seq, p.live)
+    keep = ~cols.deleted & in_ranges(cols.seq, s.live)
     rows = np.flatnonzero(keep)
     if not len(rows):
         return

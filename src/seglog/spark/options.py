@@ -128,6 +128,7 @@ class FilesOptions:
     data_schema: str | None = None
     include_meta: bool = True
     require_stopped: bool = False  # refuse a directory a running server holds
+    max_records_per_partition: int = 250_000  # live records of whole segments per task
 
 
 class DataFormat(enum.Enum):
@@ -391,6 +392,9 @@ def parse_files_options(raw: Mapping[str, str]) -> FilesOptions:
         data_schema=parse_data_schema(opts),
         include_meta=parse_bool("includeMeta", _get(opts, "includeMeta"), True),
         require_stopped=parse_bool("requireStopped", _get(opts, "requireStopped"), False),
+        max_records_per_partition=parse_int(
+            "maxRecordsPerPartition", _get(opts, "maxRecordsPerPartition"), 250_000, minimum=1
+        ),
     )
 
 
