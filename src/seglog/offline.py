@@ -26,6 +26,7 @@ Router copies made since the snapshot are in no file: like the server at startup
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -155,9 +156,7 @@ class OfflineDir:
         self._check_closed()
         # Step 8 before step 9, as at startup: which segments are reused is decided by the
         # recovered heads, before forwarding appends copies to the dests.
-        self._reused = {
-            t.topic_id: self._reconcile(t) for t in self._kept() if t.persistent
-        }
+        self._reused = {t.topic_id: self._reconcile(t) for t in self._kept() if t.persistent}
         self._forward()
 
     @classmethod
@@ -211,6 +210,18 @@ class OfflineDir:
         pass. An ephemeral topic holds no records after a restart (SEMANTICS §2.2): it is
         listed, empty."""
         return [self._view(t) for t in sorted(self._kept(), key=lambda t: t.name)]
+
+    def seq_span(self, name: str, ts_lo: int | None, ts_hi: int | None) -> tuple[int, int]:
+        """The seqs `[first, last]` (first > last: none) of topic `name` whose records can
+        have `ts` in `[ts_lo, ts_hi]` (ms, None = unbounded): binary searches over the
+        replayed timestamps, which never decrease with seq (SEMANTICS §2)."""
+        t = self._rp.registry.get(name)
+        if t is None:
+            return 1, 0
+        ts, front = t.ts, t.front
+        lo = front if ts_lo is None else bisect.bisect_left(ts, ts_lo, front)
+        hi = len(ts) if ts_hi is None else bisect.bisect_right(ts, ts_hi, front)
+        return t.origin + lo, t.origin + hi - 1
 
     def underived(self) -> list[str]:
         """Routers still behind their source after the re-derivation (a `discard:"reject"`

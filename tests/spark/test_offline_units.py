@@ -421,3 +421,83 @@ def test_a_subset_replays_the_router_sources_feeding_it(tmp_path: Path) -> None:
     d = OfflineDir.open(root / "data", root / "cold", now, running=False, only={"dst"}.__contains__)
     assert d.point.only is not None and d.point.only.also == frozenset({"src", "mid"})
     assert d._rp.registry.get("other").count == 0
+
+
+def test_pushed_filters_narrow_the_plan_and_keep_exactly_the_rows(tmp_path: Path) -> None:
+    """Pushed `seq`, `ts` and `topic` bounds (after `register(spark)`): the plan reads only
+    the segments and tail seqs they allow, and the rows equal the full read filtered by
+    them (Spark re-applies `ts` filters; seq and topic bounds are exact)."""
+    from seglog.spark.filters import Pushed
+
+    root = tmp_path / "dir"
+    t0 = 1_700_000_000_000
+    clock = ManualClock(t0)
+    e = Engine(options(root), clock=clock)
+    e.open()
+    for name in ("a", "b"):
+        e.put_topic(name, TopicConfig())
+    for k in range(8):  # 100 records a step, ts t0 + k s: segments of 50, a tail of 30
+        e.write("a", recs(100, k * 100))
+        e.write("b", recs(10, k * 10))
+        clock.advance(1_000)
+    seal_all(e)
+    e.write("a", recs(30, 800))
+    e.delete_records("a", seqs=[120, 640])
+    e.close(snapshot=False)
+    now = t0 + 10_000
+    whole = _offline(root, now)
+
+    def pushed_rows(p: Pushed) -> list[Row]:
+        opts = parse_files_options({"path": str(root / "data"), "coldPath": str(root / "cold")})
+        schema = arrow_schema(SPARK_SCHEMA)
+        out: list[Row] = []
+        parts = plan(opts, now, p)
+        for part in parts:
+            if isinstance(part, SegmentPartition):
+                batches = read_segment(opts, schema, part)
+            else:
+                assert isinstance(part, TailRows)
+                batches = read_tail_rows(opts, schema, part)
+            for b in batches:
+                for r in b.to_pylist():
+                    ts = int(r["ts"].timestamp() * 1000 + 0.5)
+                    meta = None if r["meta"] is None else orjson.loads(r["meta"])
+                    row = (
+                        r["topic"],
+                        r["seq"],
+                        ts,
+                        r["tag"],
+                        r["node"],
+                        orjson.loads(r["data"]),
+                        meta,
+                    )
+                    out.append(row)
+        return sorted(out, key=lambda r: (r[0], r[1]))
+
+    def keep(p: Pushed, r: Row) -> bool:
+        return (
+            (p.topics is None or r[0] in p.topics)
+            and p.lo <= r[1] <= p.hi
+            and (p.ts_lo is None or r[2] >= p.ts_lo)
+            and (p.ts_hi is None or r[2] <= p.ts_hi)
+        )
+
+    cases = [
+        Pushed(topics=frozenset({"b"})),
+        Pushed(lo=150, hi=420),
+        Pushed(ts_lo=t0 + 2_000, ts_hi=t0 + 4_000),
+        Pushed(lo=300, ts_lo=t0 + 1_000, topics=frozenset({"a"})),
+        Pushed(ts_lo=t0 + 7_500),  # only a's last step and tail
+        Pushed(ts_hi=t0 - 1),  # nothing
+    ]
+    for p in cases:
+        got = [r for r in pushed_rows(p) if keep(p, r)]  # Spark applies ts filters again
+        assert got == [r for r in whole if keep(p, r)], p
+    narrow = plan(
+        parse_files_options({"path": str(root / "data"), "coldPath": str(root / "cold")}),
+        now,
+        Pushed(ts_lo=t0 + 2_000, ts_hi=t0 + 2_999, topics=frozenset({"a"})),
+    )
+    slices = [s for p in narrow if isinstance(p, SegmentPartition) for s in p.slices]
+    assert [(s.first_seq, s.last_seq) for s in slices] == [(201, 250), (251, 300)]
+    assert not [p for p in narrow if not isinstance(p, SegmentPartition)]  # no tail read

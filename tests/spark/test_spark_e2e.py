@@ -254,6 +254,18 @@ def test_offline_read_equals_online(spark: Any, server_factory: Callable[..., Se
     only_b = spark.read.format("seglog_files").option("topics", "off.b").load(str(srv.data_dir))
     assert spark_rows(only_b) == [r for r in online if r[0] == "off.b"]
 
+    # register() pushes seq/topic (exact) and ts (as a seq span) filters into the plan
+    from seglog.spark import register
+
+    register(spark)
+    b_rows = [r for r in online if r[0] == "off.b"]
+    cut_ts = b_rows[150][2]
+    pushed = offline_read(spark, srv, topicPrefix="off.").where(
+        f"topic = 'off.b' AND seq > 20 AND ts >= timestamp_millis({cut_ts})"
+    )
+    assert spark_rows(pushed) == [r for r in b_rows if r[1] > 20 and r[2] >= cut_ts]
+    assert pushed.rdd.getNumPartitions() <= 2  # off.a is not even replayed
+
 
 @pytest.mark.parametrize("stop", ["sigterm", "sigkill"])
 def test_offline_equals_online_after_restart(

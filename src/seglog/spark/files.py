@@ -28,9 +28,10 @@ Partitions carry only plain values and paths: nothing depends on driver-local st
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,10 +41,11 @@ import numpy as np
 import numpy.typing as npt
 import orjson
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from seglog.spark.errors import SeglogCorruptionError, SeglogDataLossError
+from seglog.spark.filters import Pushed, TopicsIn, absorb
 from seglog.spark.options import (
     MAX_SEQ,
     FilesOptions,
@@ -126,9 +128,10 @@ class TailPartition(InputPartition):  # type: ignore[misc]
     topics: tuple[TailTopic, ...]
 
 
-def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
+def plan(opts: FilesOptions, now_ms: int, pushed: Pushed | None = None) -> list[InputPartition]:
     """Replay the directory read-only and split what an online read would return into
-    segment partitions and one tail partition."""
+    segment partitions and one tail partition. `pushed` filters narrow it: topics before
+    the replay, seqs and `ts` (as a seq span per topic) after."""
     from seglog.offline import restrict, server_running
     from seglog.storage.snapshot import SnapshotMissingError
 
@@ -146,8 +149,9 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
             "written since are not returned; read them online)",
             opts.path,
         )
+    only = TopicsIn(opts.subscription.matches, None if pushed is None else pushed.topics)
     try:
-        d = _open(opts, now_ms, running)
+        d = _open(opts, now_ms, running, only)
     except SnapshotMissingError as e:  # only if a snapshot vanished under us
         raise SeglogDataLossError(f"seglog offline: {e}; re-run the read") from e
     if running and not d.has_snapshot:
@@ -162,7 +166,7 @@ def plan(opts: FilesOptions, now_ms: int) -> list[InputPartition]:
             "copies; the server would keep forwarding after its start",
             r,
         )
-    topics = [t for t in views if opts.subscription.matches(t.name)]
+    topics = [_narrowed(d, t, pushed) for t in views if only(t.name)]
     if opts.subscription.is_explicit:
         absent = sorted(set(opts.subscription.topics) - {t.name for t in topics})
         if absent:
@@ -240,13 +244,26 @@ def read_tail_rows(opts: FilesOptions, schema: pa.Schema, p: TailRows) -> Iterat
         yield page_batch(schema, p.topic, pa.Table.from_batches([chunk]), MAX_SEQ)
 
 
-def _open(opts: FilesOptions, now_ms: int, running: bool) -> Any:
+def _narrowed(d: Any, t: Any, pushed: Pushed | None) -> Any:
+    """Topic view `t` cut to the seqs the pushed filters allow."""
+    from seglog.offline import restrict
+
+    if pushed is None:
+        return t
+    lo, hi = pushed.lo, pushed.hi
+    if pushed.ts_lo is not None or pushed.ts_hi is not None:
+        first, last = d.seq_span(t.name, pushed.ts_lo, pushed.ts_hi)
+        lo, hi = max(lo, first), min(hi, last)
+    live = restrict(t.live, lo, hi)
+    segments = tuple(s for s in t.segments if restrict(live, s.first_seq, s.last_seq))
+    return dataclasses.replace(t, live=live, segments=segments, tail=restrict(t.tail, lo, hi))
+
+
+def _open(opts: FilesOptions, now_ms: int, running: bool, only: TopicsIn) -> Any:
     from seglog.offline import OfflineDir
 
     with _corruption_fails(opts):
-        return OfflineDir.open(
-            opts.path, opts.cold_path, now_ms, running=running, only=opts.subscription.matches
-        )
+        return OfflineDir.open(opts.path, opts.cold_path, now_ms, running=running, only=only)
 
 
 @contextmanager
@@ -387,9 +404,10 @@ class SeglogFilesReader(DataSourceReader):  # type: ignore[misc]
     def __init__(self, opts: FilesOptions, schema: pa.Schema) -> None:
         self.opts = opts
         self.arrow = schema
+        self.pushed: Pushed | None = None
 
     def partitions(self) -> Sequence[InputPartition]:
-        return plan(self.opts, int(time.time() * 1000))
+        return plan(self.opts, int(time.time() * 1000), self.pushed)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, SegmentPartition):
@@ -399,6 +417,14 @@ class SeglogFilesReader(DataSourceReader):  # type: ignore[misc]
         if isinstance(partition, TailRows):
             return read_tail_rows(self.opts, self.arrow, partition)
         return iter(())  # Spark's stand-in for "no partitions"
+
+
+class SeglogFilesPushdownReader(SeglogFilesReader):
+    """The offline reader with `seq`, `ts` and `topic` filter pushdown (`register(spark)`)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        self.pushed, rest = absorb(filters)
+        return rest
 
 
 class SeglogFilesDataSource(DataSource):  # type: ignore[misc]

@@ -1,5 +1,5 @@
 """Filter pushdown for batch reads: `seq` and `ts` comparisons and `topic` equality narrow
-the plan.
+the plan (online here; offline in `files.SeglogFilesPushdownReader`).
 
 Spark refuses a reader that implements `pushFilters` unless
 `spark.sql.python.filterPushdown.enabled` is true (it defaults to false, and the query then
@@ -15,114 +15,26 @@ whatever the timestamp's precision). Every other filter is handed back too.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 import pyarrow as pa
-from pyspark.sql.datasource import (
-    DataSourceReader,
-    EqualTo,
-    Filter,
-    GreaterThan,
-    GreaterThanOrEqual,
-    In,
-    InputPartition,
-    LessThan,
-    LessThanOrEqual,
-)
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
+from seglog.spark.filters import Pushed, absorb
 from seglog.spark.offsets import Probe, SeqRange, first_seq_at_or_after, split_ranges
 from seglog.spark.online import close_client, make_probe, open_client
-from seglog.spark.options import MAX_SEQ, ReadOptions, is_offline, parse_read_options
+from seglog.spark.options import (
+    ReadOptions,
+    is_offline,
+    parse_files_options,
+    parse_read_options,
+)
 from seglog.spark.partitions import to_partitions
 from seglog.spark.schema import arrow_schema
 from seglog.spark.source import SeglogBatchReader, SeglogDataSource, plan_batch
 
 ProbeFor = Callable[[str], Probe]
-
-
-@dataclass(frozen=True, slots=True)
-class Pushed:
-    """What the pushed filters allow: seqs in [lo, hi]; topics in `topics` (None = any);
-    record `ts` (ms) in [ts_lo, ts_hi] (None = unbounded)."""
-
-    lo: int = 1
-    hi: int = MAX_SEQ
-    topics: frozenset[str] | None = None
-    ts_lo: int | None = None
-    ts_hi: int | None = None
-
-
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
-_COMPARISONS = (GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, EqualTo)
-
-
-def _int(v: object) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
-def _micros(v: object) -> int | None:
-    """Microseconds since the epoch of a timezone-aware datetime (Spark hands `timestamp`
-    filter values over as such); a naive one is not pushed (its zone is unknown)."""
-    if isinstance(v, dt.datetime) and v.tzinfo is not None:
-        return (v - _EPOCH) // dt.timedelta(microseconds=1)
-    return None
-
-
-def _ts_bounds(f: Filter, lo: int | None, hi: int | None) -> tuple[int | None, int | None]:
-    """Narrow the inclusive ms bounds [lo, hi] of `ts` by one comparison. A record's ts is
-    whole ms, so `ts_ms * 1000 >= L` iff `ts_ms >= ceil(L / 1000)`, and `<= U` iff
-    `ts_ms <= floor(U / 1000)`."""
-    us = _micros(getattr(f, "value", None))
-    if us is None:
-        return lo, hi
-    low = {GreaterThan: us + 1, GreaterThanOrEqual: us, EqualTo: us}.get(type(f))
-    high = {LessThan: us - 1, LessThanOrEqual: us, EqualTo: us}.get(type(f))
-    if low is not None:
-        ms = -(-low // 1000)
-        lo = ms if lo is None else max(lo, ms)
-    if high is not None:
-        ms = high // 1000
-        hi = ms if hi is None else min(hi, ms)
-    return lo, hi
-
-
-def absorb(filters: Iterable[Filter]) -> tuple[Pushed, list[Filter]]:
-    """Fold the filters the planner can apply exactly into `Pushed`; return the rest."""
-    lo, hi, topics = 1, MAX_SEQ, None
-    ts_lo: int | None = None
-    ts_hi: int | None = None
-    rest: list[Filter] = []
-    for f in filters:
-        attr = getattr(f, "attribute", None)
-        if attr == ("ts",) and isinstance(f, _COMPARISONS):
-            ts_lo, ts_hi = _ts_bounds(f, ts_lo, ts_hi)
-            rest.append(f)
-        elif attr == ("seq",) and isinstance(
-            f, GreaterThan | GreaterThanOrEqual | LessThan | LessThanOrEqual | EqualTo
-        ):
-            v = _int(f.value)
-            if v is None:
-                rest.append(f)
-            elif isinstance(f, GreaterThan):
-                lo = max(lo, v + 1)
-            elif isinstance(f, GreaterThanOrEqual):
-                lo = max(lo, v)
-            elif isinstance(f, LessThan):
-                hi = min(hi, v - 1)
-            elif isinstance(f, LessThanOrEqual):
-                hi = min(hi, v)
-            else:
-                lo, hi = max(lo, v), min(hi, v)
-        elif attr == ("topic",) and isinstance(f, EqualTo | In):
-            values = (f.value,) if isinstance(f, EqualTo) else tuple(f.value)
-            names = frozenset(v for v in values if isinstance(v, str))
-            topics = names if topics is None else topics & names
-        else:
-            rest.append(f)
-    return Pushed(lo, hi, topics, ts_lo, ts_hi), rest
 
 
 def narrow_ts(ranges: Sequence[SeqRange], pushed: Pushed, probe_for: ProbeFor) -> list[SeqRange]:
@@ -183,7 +95,11 @@ class SeglogPushdownDataSource(SeglogDataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         if is_offline(self.options):
-            return super().reader(schema)
+            from seglog.spark.files import SeglogFilesPushdownReader
+
+            return SeglogFilesPushdownReader(
+                parse_files_options(self.options), arrow_schema(schema)
+            )
         return SeglogPushdownReader(
             parse_read_options(self.options, streaming=False), arrow_schema(schema)
         )
