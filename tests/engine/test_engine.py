@@ -315,3 +315,19 @@ def test_sealed_segments_serve_reads_and_keep_deletes(make_engine: EngineFactory
     e2.delete_records("s", before_seq=12)
     segs2 = e2.topics["s"].segments
     assert segs2 is not None and [s.first_seq for s in segs2.sealed] == [11, 21]
+
+
+def test_oversized_record_is_refused_naming_the_first_one(make_engine: EngineFactory) -> None:
+    """API §3 in the engine itself (callers other than HTTP): the first record whose
+    data+meta exceeds the limit is named; nothing is written."""
+    from seglog.model import MAX_RECORD_BYTES
+
+    e = make_engine()
+    big = b'"' + b"x" * MAX_RECORD_BYTES + b'"'
+    bigger = big + b" " * 100  # the largest, but not the first over the limit
+    batch = [RecordIn(b"1"), RecordIn(b"2", b'{"m":' + big + b"}"), RecordIn(bigger)]
+    with pytest.raises(SeglogError) as ei:
+        e.write("t", batch)
+    assert ei.value.code is ErrorCode.RECORD_TOO_LARGE
+    assert ei.value.detail == {"index": 1, "bytes": 1 + 6 + len(big), "max": MAX_RECORD_BYTES}
+    assert e.write("t", [RecordIn(b"1")]).seqs == [1]

@@ -255,28 +255,34 @@ class TopicState:
                         lst.append(seq)
 
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
-        """Publish a committed write: the hot path, so it inlines `append_slot`."""
+        """Publish a committed write: the hot path, so it fills the slot columns a whole
+        column at a time (`append_slot` per record is several times slower)."""
         assert first_seq == self.end_seq == self.head + 1
-        seq = first_seq
-        n_bytes = 0
-        for r in records:
-            size = len(r.data_json) + (len(r.meta_json) if r.meta_json is not None else 0)
-            n_bytes += size
-            self.ts.append(ts)
-            self.data.append(r.data_json)
-            self.meta.append(r.meta_json)
-            self.node.append(r.node)
-            self.tag.append(r.tag)
-            self.size.append(size)
-            if r.tag is not None:
-                self._tag_add(r.tag, seq)
-            seq += 1
-        self.dead.extend(bytes(len(records)))
-        self.head = seq - 1
+        n = len(records)
+        data = [r.data_json for r in records]
+        meta = [r.meta_json for r in records]
+        tags = [r.tag for r in records]
+        if meta.count(None) == n:
+            sizes = list(map(len, data))
+        else:
+            sizes = [len(d) + (0 if m is None else len(m)) for d, m in zip(data, meta, strict=True)]
+        self.ts.extend([ts] * n)
+        self.data.extend(data)
+        self.meta.extend(meta)
+        self.node.extend([r.node for r in records])
+        self.tag.extend(tags)
+        self.size.extend(sizes)
+        if tags.count(None) != n:
+            add = self._tag_add
+            for seq, tag in enumerate(tags, first_seq):
+                if tag is not None:
+                    add(tag, seq)
+        self.dead.extend(bytes(n))
+        self.head = first_seq + n - 1
         if self.reserved < self.head:
             self.reserved = self.head
-        self.count += len(records)
-        self.bytes += n_bytes
+        self.count += n
+        self.bytes += sum(sizes)
         self.last_write_ts = ts
 
     def append_holes(self, upto: int, ts: int) -> None:

@@ -15,7 +15,14 @@ from seglog.core.payload_blob import encode_blob
 from seglog.engine.ops import OpKind, PendingOp, Submit
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, throttled
-from seglog.model import Discard, Durability, RecordIn, check_batch_count, check_record_size
+from seglog.model import (
+    MAX_RECORD_BYTES,
+    Discard,
+    Durability,
+    RecordIn,
+    check_batch_count,
+    check_record_size,
+)
 from seglog.storage.wal_commit import Commit
 
 HEAD_RESERVATION_STEP = 256
@@ -24,11 +31,11 @@ HEAD_RESERVATION_STEP = 256
 def checked_batch(records: Sequence[RecordIn], node: str | None) -> tuple[list[RecordIn], int]:
     """API §3's batch rules; the records with the batch `node` filled in, and their bytes."""
     check_batch_count(len(records))
-    size = 0
-    for i, r in enumerate(records):
-        rs = r.size
-        check_record_size(rs, i)
-        size += rs
+    sizes = [len(r.data_json) + (0 if r.meta_json is None else len(r.meta_json)) for r in records]
+    if max(sizes) > MAX_RECORD_BYTES:
+        first = next(i for i, n in enumerate(sizes) if n > MAX_RECORD_BYTES)
+        check_record_size(sizes[first], first)  # raises, naming the first record over
+    size = sum(sizes)
     if node is None:
         return list(records), size
     recs = [
