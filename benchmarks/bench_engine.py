@@ -204,10 +204,21 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", type=Path)
     ap.add_argument("--dir", type=Path, help="where to put data (default: a temp dir on /tmp)")
+    ap.add_argument(
+        "--recovery-only",
+        type=int,
+        metavar="N",
+        help="only the recovery benchmark, with N records (e.g. 10000000)",
+    )
     args = ap.parse_args()
     min_s = 0.3 if args.quick else 1.0
     root = Path(tempfile.mkdtemp(prefix="seglog-bench-", dir=args.dir))
     try:
+        if args.recovery_only:
+            rows = bench_recovery(root, args.recovery_only)
+            if args.out:
+                args.out.write_text(json.dumps({"recovery": rows}, indent=2))
+            return
         raw = [
             {"batch": b, "size": s, "records_per_s": round(raw_fdatasync(root, b, s, min_s))}
             for s in (64, 1024)

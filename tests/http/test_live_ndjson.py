@@ -131,3 +131,48 @@ def test_scope_is_checked(make_server: Callable[..., ServerProcess]) -> None:
             headers={**NDJSON, "Authorization": "Bearer rw"},
         )
         ok(r, 201)
+
+
+def test_lines_that_trickle_in_are_committed_while_the_body_is_open(
+    server: ServerProcess, topic: str
+) -> None:
+    """`tail -f | curl -T -`: lines are readable shortly after they arrive, before the
+    body ends (no waiting for a chunk of 10,000 to fill)."""
+    import socket
+    import time
+
+    host, port = server.url.removeprefix("http://").rsplit(":", 1)
+    with (
+        socket.create_connection((host, int(port)), timeout=30) as s,
+        httpx.Client(base_url=server.url) as c,
+    ):
+        s.sendall(
+            f"POST /v0/topics/{topic} HTTP/1.1\r\nHost: x\r\n"
+            "Content-Type: application/x-ndjson\r\nTransfer-Encoding: chunked\r\n\r\n".encode()
+        )
+
+        def chunk(data: bytes) -> None:
+            s.sendall(b"%x\r\n%b\r\n" % (len(data), data))
+
+        def visible(n: int) -> bool:
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                r = c.get(f"/v0/topics/{topic}")
+                if r.status_code == 200 and r.json()["head_seq"] >= n:
+                    return True
+                time.sleep(0.02)
+            return False
+
+        chunk(b'{"data":1}\n{"data":2}\n{"da')  # a line split across chunks stays pending
+        assert visible(2)
+        chunk(b'ta":3}\n')
+        assert visible(3)
+        chunk(b"")
+        response = s.recv(65536).decode()
+    assert response.startswith("HTTP/1.1 201"), response
+    body = orjson.loads(response.split("\r\n\r\n", 1)[1])
+    assert body["count"] == 3
+    assert body["chunks"] == [
+        {"first_seq": 1, "last_seq": 2, "count": 2},
+        {"first_seq": 3, "last_seq": 3, "count": 1},
+    ]

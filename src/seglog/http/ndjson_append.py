@@ -3,7 +3,7 @@
 Each non-empty line is one §3 record object. The body is parsed and committed as it
 arrives, in chunks of at most `CHUNK_RECORDS` records or `CHUNK_BYTES` bytes of lines (each
 chunk one atomic write, the request as a whole not), so memory stays bounded whatever the
-body's size. An invalid line, or a chunk the topic refuses, stops the request: the error
+body's size; lines that trickle in are committed `LINGER_S` after they arrive. An invalid line, or a chunk the topic refuses, stops the request: the error
 body's `detail` adds `line` (the bad line, or the refused chunk's first) and
 `committed_through_seq` (the last seq this request committed, null if none) to the usual
 detail of that error. Batch-level fields come from the query (`node`, `create`).
@@ -11,11 +11,13 @@ detail of that error. Batch-level fields come from the query (`node`, `create`).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
 from seglog.core.ndjson import LineSplitter, LineTooLong
@@ -31,6 +33,7 @@ from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, RecordIn
 NDJSON = "application/x-ndjson"
 CHUNK_RECORDS = 10_000
 CHUNK_BYTES = 8 * 1024 * 1024
+LINGER_S = 0.05  # lines wait at most this long for more before they are committed
 MAX_LINE_BYTES = MAX_RECORD_BYTES  # "a per-line cap of 1 MiB"
 
 
@@ -116,10 +119,7 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
         )
     node = _batch_node(request)
     create = _create(request)
-    splitter = LineSplitter(MAX_LINE_BYTES)
     progress = _Progress()
-    pending: list[tuple[int, bytes]] = []
-    pending_bytes = 0
 
     async def commit(lines: list[tuple[int, bytes]]) -> None:
         try:
@@ -140,28 +140,44 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
         progress.head_seq = res.head_seq
         progress.created = progress.created or res.created
 
+    # The body is read by its own task, so that lines which arrive slowly (a `tail -f`
+    # piped in) are committed `LINGER_S` after they arrive, not when a chunk fills up.
+    incoming: asyncio.Queue[list[tuple[int, bytes]] | BaseException | None] = asyncio.Queue(4)
+    reader = asyncio.ensure_future(_read_lines(request, incoming))
+    pending: list[tuple[int, bytes]] = []
+    pending_bytes = 0
     try:
-        try:
-            async for chunk in request.stream():
-                for line in splitter.feed(chunk):
-                    pending.append(line)
-                    pending_bytes += len(line[1])
-                    if len(pending) >= CHUNK_RECORDS or pending_bytes >= CHUNK_BYTES:
-                        await commit(pending)
-                        pending, pending_bytes = [], 0
-            pending += splitter.finish()
-        except LineTooLong as e:
-            raise SeglogError(
-                ErrorCode.RECORD_TOO_LARGE,
-                f"line {e.line} exceeds {e.max_line} bytes",
-                {
-                    "line": e.line,
-                    "max": e.max_line,
-                    "committed_through_seq": progress.committed_through,
-                },
-            ) from None
-    except ClientDisconnect:
-        raise body_ended_early() from None
+        while True:
+            try:
+                item = await asyncio.wait_for(incoming.get(), LINGER_S if pending else None)
+            except TimeoutError:
+                await commit(pending)
+                pending, pending_bytes = [], 0
+                continue
+            if item is None:
+                break
+            if isinstance(item, LineTooLong):
+                raise SeglogError(
+                    ErrorCode.RECORD_TOO_LARGE,
+                    f"line {item.line} exceeds {item.max_line} bytes",
+                    {
+                        "line": item.line,
+                        "max": item.max_line,
+                        "committed_through_seq": progress.committed_through,
+                    },
+                )
+            if isinstance(item, BaseException):
+                raise body_ended_early() from item
+            for line in item:
+                pending.append(line)
+                pending_bytes += len(line[1])
+                if len(pending) >= CHUNK_RECORDS or pending_bytes >= CHUNK_BYTES:
+                    await commit(pending)
+                    pending, pending_bytes = [], 0
+    finally:
+        reader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reader
     if pending:
         await commit(pending)
     if not progress.chunks:
@@ -174,3 +190,26 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
         "performance": {"server_total_ms": elapsed_ms(t0)},
     }
     return json_response(orjson.dumps(body), 201 if progress.created else 200)
+
+
+async def _read_lines(
+    request: Request, out: asyncio.Queue[list[tuple[int, bytes]] | BaseException | None]
+) -> None:
+    """The body's lines, batch by batch as they arrive, then None; or the error that ended
+    it (`LineTooLong`, `ClientDisconnect`, ...). The queue is bounded: a client sending
+    faster than chunks commit is held back by TCP."""
+    splitter = LineSplitter(MAX_LINE_BYTES)
+    try:
+        async for chunk in request.stream():
+            lines = splitter.feed(chunk)
+            if lines:
+                await out.put(lines)
+        lines = splitter.finish()
+        if lines:
+            await out.put(lines)
+    except asyncio.CancelledError:
+        raise
+    except Exception as e:  # the handler raises it: an ended body, a line too long, ...
+        await out.put(e)
+        return
+    await out.put(None)
