@@ -68,3 +68,23 @@ def test_async_client_takes_async_iterables(server: ServerProcess) -> None:
             assert (await c.diff("as-async", 2500)).records[0].data == "x"
 
     asyncio.run(main())
+
+
+def test_buffer_bytes_zero_sends_each_record_as_it_comes(server: ServerProcess) -> None:
+    """A slow source (a log being written): with `buffer_bytes=0` each record is sent when
+    the iterable yields it, and the server commits it while the request is still open."""
+    import time
+
+    with Client(server.url) as c, Client(server.url) as watcher:
+        c.put_topic("as-slow")
+
+        def slow_source() -> Iterator[object]:
+            for i in range(3):
+                yield {"data": i}
+                deadline = time.monotonic() + 10
+                while watcher.get_topic("as-slow").head_seq < i + 1:
+                    assert time.monotonic() < deadline, f"record {i} was not sent on its own"
+                    time.sleep(0.02)
+
+        res = c.append_stream("as-slow", slow_source(), buffer_bytes=0)
+        assert res.count == 3 and len(res.chunks) == 3

@@ -493,6 +493,17 @@ def test_pushed_filters_narrow_the_plan_and_keep_exactly_the_rows(tmp_path: Path
     for p in cases:
         got = [r for r in pushed_rows(p) if keep(p, r)]  # Spark applies ts filters again
         assert got == [r for r in whole if keep(p, r)], p
+    explicit = parse_files_options(
+        {"path": str(root / "data"), "coldPath": str(root / "cold"), "topics": "a,b"}
+    )
+    only_b = plan(explicit, now, Pushed(topics=frozenset({"b"})))  # "a" pushed out, not absent
+    assert {p.topic for p in only_b} == {"b"}
+    with pytest.raises(SeglogOptionError, match="not found"):
+        plan(
+            parse_files_options({"path": str(root / "data"), "topics": "a,nope"}),
+            now,
+            Pushed(topics=frozenset({"a", "nope"})),
+        )
     narrow = plan(
         parse_files_options({"path": str(root / "data"), "coldPath": str(root / "cold")}),
         now,

@@ -351,23 +351,27 @@ def append_encoded(
 
 
 NDJSON = "application/x-ndjson"
-_NDJSON_PIECE = 64 * 1024
+NDJSON_BUFFER_BYTES = 64 * 1024
 
 
-def ndjson_lines(records: Iterable[Any]) -> Iterator[bytes]:
-    """Each record (an API §3 record dict, or bytes already holding one as JSON) as
-    an NDJSON line, sent in pieces of about 64 KiB as the iterable yields them."""
+def ndjson_line(i: int, rec: Any) -> bytes:
+    """Record `i` (an API §3 record dict, or bytes already holding one as JSON) as one
+    NDJSON line."""
+    if isinstance(rec, bytes | bytearray | memoryview):
+        line = bytes(rec)
+        if b"\n" in line:
+            raise ValueError(f"record {i}: an NDJSON record must be one line")
+        return line + b"\n"
+    return orjson.dumps(rec, option=orjson.OPT_APPEND_NEWLINE)
+
+
+def ndjson_lines(records: Iterable[Any], buffer_bytes: int) -> Iterator[bytes]:
+    """The records as NDJSON, sent in pieces of at least `buffer_bytes` (0: each record
+    as it comes) as the iterable yields them; the rest when it ends."""
     piece = bytearray()
     for i, rec in enumerate(records):
-        if isinstance(rec, bytes | bytearray | memoryview):
-            line = bytes(rec)
-            if b"\n" in line:
-                raise ValueError(f"record {i}: an NDJSON record must be one line")
-        else:
-            line = orjson.dumps(rec)
-        piece += line
-        piece += b"\n"
-        if len(piece) >= _NDJSON_PIECE:
+        piece += ndjson_line(i, rec)
+        if len(piece) >= buffer_bytes:
             yield bytes(piece)
             piece.clear()
     if piece:

@@ -338,11 +338,11 @@ class AsyncClient(BaseClient):
         *,
         node: str | None = None,
         create: bool | None = None,
+        buffer_bytes: int = _base.NDJSON_BUFFER_BYTES,
     ) -> StreamAppended:
         """`Client.append_stream()`; `records` may also be an async iterable."""
-        return await self._call(
-            _base.append_stream(topic, _async_lines(records), node=node, create=create)
-        )
+        lines = _async_lines(records, buffer_bytes)
+        return await self._call(_base.append_stream(topic, lines, node=node, create=create))
 
     async def append_one(
         self,
@@ -775,18 +775,21 @@ class AsyncReader:
         await self._items.aclose()
 
 
-async def _async_lines(records: Iterable[Any] | AsyncIterable[Any]) -> AsyncIterator[bytes]:
+async def _async_lines(
+    records: Iterable[Any] | AsyncIterable[Any], buffer_bytes: int
+) -> AsyncIterator[bytes]:
     """`_base.ndjson_lines` for the async client (httpx streams async bodies only)."""
-    if isinstance(records, AsyncIterable):
-        batch: list[Any] = []
-        async for rec in records:
-            batch.append(rec)
-            if len(batch) >= 1000:
-                for piece in _base.ndjson_lines(batch):
-                    yield piece
-                batch.clear()
-        for piece in _base.ndjson_lines(batch):
-            yield piece
+    if not isinstance(records, AsyncIterable):
+        for lines in _base.ndjson_lines(records, buffer_bytes):
+            yield lines
         return
-    for piece in _base.ndjson_lines(records):
-        yield piece
+    piece = bytearray()
+    i = 0
+    async for rec in records:
+        piece += _base.ndjson_line(i, rec)
+        i += 1
+        if len(piece) >= buffer_bytes:
+            yield bytes(piece)
+            piece.clear()
+    if piece:
+        yield bytes(piece)

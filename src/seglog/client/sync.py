@@ -336,6 +336,7 @@ class Client(BaseClient):
         *,
         node: str | None = None,
         create: bool | None = None,
+        buffer_bytes: int = _base.NDJSON_BUFFER_BYTES,
     ) -> StreamAppended:
         """Append any number of records in one streamed request (NDJSON, API §13.2).
 
@@ -343,15 +344,16 @@ class Client(BaseClient):
         holding one as JSON. They are sent as the iterable yields them, and the server
         commits them in atomic chunks of up to 10,000 as they arrive, so neither side holds
         the whole stream. `node` is the records' default node; `create` as in `append()`.
+        Lines are sent in pieces of `buffer_bytes` (64 KiB): a slow source (a log being
+        written) should pass `buffer_bytes=0` to send each record as the iterable yields it.
 
         The request as a whole is not atomic and is never resent. On an error
         (`SeglogHTTPError`), `error.detail["committed_through_seq"]` is the last seq it
         committed (None if none) and `error.detail["line"]` the failing record's position
         (1-based). Returns every committed chunk's seqs.
         """
-        return self._call(
-            _base.append_stream(topic, _base.ndjson_lines(records), node=node, create=create)
-        )
+        lines = _base.ndjson_lines(records, buffer_bytes)
+        return self._call(_base.append_stream(topic, lines, node=node, create=create))
 
     def append_one(
         self,

@@ -168,7 +168,8 @@ def plan(opts: FilesOptions, now_ms: int, pushed: Pushed | None = None) -> list[
         )
     topics = [_narrowed(d, t, pushed) for t in views if only(t.name)]
     if opts.subscription.is_explicit:
-        absent = sorted(set(opts.subscription.topics) - {t.name for t in topics})
+        wanted = {t for t in opts.subscription.topics if only(t)}  # not pushed out
+        absent = sorted(wanted - {t.name for t in topics})
         if absent:
             raise SeglogOptionError(f"topics: {absent} not found in {opts.path}")
     parts: list[InputPartition] = []
