@@ -257,9 +257,29 @@ class OfflineDir:
                     )
                 yield OfflineRecord(seq, rows.ts[k], rows.node[k], rows.tag[k], data, rows.meta[k])
 
+    def verify_unread(self, read: set[Path]) -> None:
+        """Verify every frame of the reused segments whose data file is not in `read` (the
+        readers verify those they read): a corrupt segment fails an offline read as it
+        stops the server's start, whether or not the read returns rows from it. Raises
+        `SegmentCorruption` naming the file."""
+        for t in self._kept():
+            unread = [i for i in self._reused.get(t.topic_id, []) if i.data_path not in read]
+            if not unread:
+                continue
+            store = SegmentStore(self.fs, self.root / "topics", self._cold_topics, t.topic_id)
+            try:
+                for info in unread:
+                    try:
+                        store.read_del_flags(info, verify=True)
+                    except SegmentCorruption as e:
+                        raise SegmentCorruption(f"{info.data_path}: {e}") from e
+            finally:
+                store.close()
+
     def _reconcile(self, t: TopicState) -> list[SegmentInfo]:
         """§6 step 8, read-only: the sealed segments recovery reuses, their delete flags
-        applied to the live records they hold (every frame verified)."""
+        applied to the live records they hold. Frames are verified later, once: by the
+        tasks that read a segment, or by `verify_unread` for the rest."""
         infos = list_topic_segments(self.root, t.topic_id, self.cold_root, self.fs)
         reused = [i for i in infos if i.last_seq <= t.head]
         if not reused:
@@ -269,7 +289,7 @@ class OfflineDir:
         try:
             for i in reused:
                 try:
-                    flagged += [s for s in store.read_del_flags(i) if t.is_live(s)]
+                    flagged += [s for s in store.read_del_flags(i, False) if t.is_live(s)]
                 except SegmentCorruption as e:
                     raise SegmentCorruption(f"{i.data_path}: {e}") from e
         finally:

@@ -512,3 +512,34 @@ def test_pushed_filters_narrow_the_plan_and_keep_exactly_the_rows(tmp_path: Path
     slices = [s for p in narrow if isinstance(p, SegmentPartition) for s in p.slices]
     assert [(s.first_seq, s.last_seq) for s in slices] == [(201, 250), (251, 300)]
     assert not [p for p in narrow if not isinstance(p, SegmentPartition)]  # no tail read
+
+
+def test_a_corrupt_segment_no_task_reads_still_fails_the_read(tmp_path: Path) -> None:
+    """Tasks verify the segments they read; the planner verifies the reused segments no
+    task reads (here: excluded by a pushed seq bound), so corruption fails the read as it
+    stops the server's start."""
+    from seglog.spark.filters import Pushed
+
+    root = tmp_path / "dir"
+    build(root, final_snapshot=True)
+    opts = parse_files_options({"path": str(root / "data"), "coldPath": str(root / "cold")})
+    now = _now()
+    parts = plan(opts, now, Pushed(topics=frozenset({"a"})))
+    first = min(
+        (s for p in parts if isinstance(p, SegmentPartition) for s in p.slices),
+        key=lambda s: s.first_seq,
+    )
+    seg = Path(first.segment.data_path)
+    raw = bytearray(seg.read_bytes())
+    raw[60] ^= 0xFF
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(SeglogCorruptionError, match=rf"{seg.name}.*offset"):
+        plan(opts, now, Pushed(topics=frozenset({"a"}), lo=first.last_seq + 1))
+    with pytest.raises(SeglogCorruptionError, match=rf"{seg.name}"):
+        list(
+            read_segment(
+                opts,
+                arrow_schema(SPARK_SCHEMA),
+                next(p for p in parts if isinstance(p, SegmentPartition) and first in p.slices),
+            )
+        )

@@ -167,16 +167,19 @@ def _chained(data: bytes, offsets: Ints, lengths: Ints) -> bool:
 
 
 def segment_del_flags(
-    data: bytes, first_seq: int, offsets: Ints, lengths: Ints
+    data: bytes, first_seq: int, offsets: Ints, lengths: Ints, verify: bool = True
 ) -> tuple[list[int], int]:
     """`scan_del_flags` (every frame verified; seqs whose del_flag is set, frame count),
     verified a run at a time through the index. An index that does not chain over the whole
-    file leaves the scan to `scan_del_flags`, which reads the frames alone."""
+    file leaves the scan to `scan_del_flags`, which reads the frames alone. `verify=False`
+    reads the flags of a chained index without checking the frames: for a caller that
+    verifies every frame it later reads, and the rest with `verify=True`."""
     offsets = offsets.astype(np.int64, copy=False)
     lengths = lengths.astype(np.int64, copy=False)
     if not _chained(data, offsets, lengths):
         return scan_del_flags(data, first_seq)
-    verify_headers(data, first_seq, offsets, lengths)
+    if verify:
+        verify_headers(data, first_seq, offsets, lengths)
     flags = np.frombuffer(data, np.uint8)[offsets + lengths - 1]
     return (np.flatnonzero(flags == DEL_FLAG) + first_seq).tolist(), len(offsets)
 

@@ -187,6 +187,9 @@ def plan(opts: FilesOptions, now_ms: int, pushed: Pushed | None = None) -> list[
         ]
         if t.tail:
             tails.append(TailTopic(t.name, t.topic_id, t.head, t.tail))
+    read = {s.segment.data_path for p in parts if isinstance(p, SegmentPartition) for s in p.slices}
+    with _corruption_fails(opts):
+        d.verify_unread(read)
     if sum(b - a + 1 for t in tails for a, b in t.seqs) <= EMBED_TAIL_RECORDS:
         parts += [_tail_rows(d, t) for t in tails]
     elif tails:

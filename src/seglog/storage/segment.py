@@ -441,11 +441,13 @@ class SegmentStore:
         m = self._cached(info.data_path) or self._mapped(*self.resolve(info))
         yield from _scan_verified(m.data, info)
 
-    def read_del_flags(self, info: SegmentInfo) -> builtins.list[int]:
-        """Seqs whose del_flag is set (every frame verified: corrupt is never 'deleted')."""
+    def read_del_flags(self, info: SegmentInfo, verify: bool = True) -> builtins.list[int]:
+        """Seqs whose del_flag is set (every frame verified: corrupt is never 'deleted';
+        `verify=False`: see `segment_del_flags`)."""
         m = self._cached(info.data_path) or self._mapped(*self.resolve(info))
         data = bytes(m.data)  # numpy must not hold a view of the mapping (it may be closed)
-        deleted, n = segment_del_flags(data, info.first_seq, m.idx["offset"], m.idx["len"])
+        offsets, lengths = m.idx["offset"], m.idx["len"]
+        deleted, n = segment_del_flags(data, info.first_seq, offsets, lengths, verify)
         _check_count(n, info)
         return deleted
 
