@@ -135,13 +135,13 @@ def offline(root: Path, **extra: str) -> list[Row]:
     return embedded
 
 
-def _offline(root: Path, now: int, **extra: str) -> list[Row]:
+def _offline(root: Path, now: int, pushed: Any = None, **extra: str) -> list[Row]:
     opts = parse_files_options(
         {"path": str(root / "data"), "coldPath": str(root / "cold"), **extra}
     )
     schema = arrow_schema(SPARK_SCHEMA)
     out: list[Row] = []
-    for p in plan(opts, now):
+    for p in plan(opts, now, pushed):
         if isinstance(p, SegmentPartition):
             batches = read_segment(opts, schema, p)
         elif isinstance(p, TailRows):
@@ -447,33 +447,6 @@ def test_pushed_filters_narrow_the_plan_and_keep_exactly_the_rows(tmp_path: Path
     now = t0 + 10_000
     whole = _offline(root, now)
 
-    def pushed_rows(p: Pushed) -> list[Row]:
-        opts = parse_files_options({"path": str(root / "data"), "coldPath": str(root / "cold")})
-        schema = arrow_schema(SPARK_SCHEMA)
-        out: list[Row] = []
-        parts = plan(opts, now, p)
-        for part in parts:
-            if isinstance(part, SegmentPartition):
-                batches = read_segment(opts, schema, part)
-            else:
-                assert isinstance(part, TailRows)
-                batches = read_tail_rows(opts, schema, part)
-            for b in batches:
-                for r in b.to_pylist():
-                    ts = int(r["ts"].timestamp() * 1000 + 0.5)
-                    meta = None if r["meta"] is None else orjson.loads(r["meta"])
-                    row = (
-                        r["topic"],
-                        r["seq"],
-                        ts,
-                        r["tag"],
-                        r["node"],
-                        orjson.loads(r["data"]),
-                        meta,
-                    )
-                    out.append(row)
-        return sorted(out, key=lambda r: (r[0], r[1]))
-
     def keep(p: Pushed, r: Row) -> bool:
         return (
             (p.topics is None or r[0] in p.topics)
@@ -491,7 +464,7 @@ def test_pushed_filters_narrow_the_plan_and_keep_exactly_the_rows(tmp_path: Path
         Pushed(ts_hi=t0 - 1),  # nothing
     ]
     for p in cases:
-        got = [r for r in pushed_rows(p) if keep(p, r)]  # Spark applies ts filters again
+        got = [r for r in _offline(root, now, p) if keep(p, r)]  # Spark re-applies ts filters
         assert got == [r for r in whole if keep(p, r)], p
     explicit = parse_files_options(
         {"path": str(root / "data"), "coldPath": str(root / "cold"), "topics": "a,b"}
