@@ -55,14 +55,6 @@ _RECORD_DECODER = msgspec.json.Decoder(_Record)
 _NULL = b"null"
 
 
-def _fits(value: str | UnsetType, max_bytes: int) -> bool:
-    if value is UNSET:
-        return True
-    assert isinstance(value, str)
-    # A str of n code points encodes to at most 4n UTF-8 bytes: most values need no encode.
-    return len(value) * 4 <= max_bytes or len(value.encode("utf-8")) <= max_bytes
-
-
 def _opt(value: str | UnsetType) -> str | None:
     return None if value is UNSET else value  # type: ignore[return-value]
 
@@ -74,18 +66,14 @@ def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | Non
         body = _DECODER.decode(raw)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
-    if not (
-        _fits(body.node, MAX_NODE_BYTES) and _fits(body.idempotency_key, MAX_IDEMPOTENCY_KEY_BYTES)
-    ):
+    batch_node, key = _opt(body.node), _opt(body.idempotency_key)
+    if not (_all_fit([batch_node], MAX_NODE_BYTES) and _all_fit([key], MAX_IDEMPOTENCY_KEY_BYTES)):
         return None
-    batch_node = _opt(body.node)
     out = _records_in(body.records, batch_node)
     if out is None:
         return None
     create = None if body.create is UNSET else bool(body.create)
-    return WriteRequest(
-        out, batch_node, _opt(body.idempotency_key), create, None, body.disable_backpressure
-    )
+    return WriteRequest(out, batch_node, key, create, None, body.disable_backpressure)
 
 
 def decode_lines_fast(lines: list[bytes], node: str | None) -> list[RecordIn] | None:
