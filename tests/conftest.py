@@ -1,4 +1,5 @@
-"""Shared fixtures: engines on temp data dirs with an injected clock."""
+"""Shared fixtures: engines on temp data dirs with an injected clock, and a live server
+per test module (`server`; directories that need another kind define their own)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import settings
 
 from seglog.clock import ManualClock
 from seglog.engine.engine import Engine, EngineOptions
+from tests.support.server import ServerProcess
 
 # Hypothesis profiles, picked by HYPOTHESIS_PROFILE:
 #   "ci" (default): Hypothesis' defaults (property tests that leave `max_examples` open keep
@@ -47,3 +49,10 @@ def make_engine(tmp_path: Path, clock: ManualClock) -> Iterator[EngineFactory]:
     for e in opened:
         if e.wal is not None:
             e.close(snapshot=False)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    """A real server for the module's tests, auth off (each test uses its own topics)."""
+    with ServerProcess() as srv:
+        yield srv

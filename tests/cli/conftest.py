@@ -83,12 +83,6 @@ def run_cli_tty(*args: str, url: str | None = None, timeout: float = 60.0) -> Ra
     return Ran(proc.wait(), b"".join(chunks).decode(errors="replace"), err.decode())
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess() as srv:
-        yield srv
-
-
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
     with Client(server.url) as c:

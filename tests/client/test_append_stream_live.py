@@ -14,12 +14,6 @@ from seglog.http.ndjson_append import CHUNK_RECORDS
 from tests.support.server import ServerProcess
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess() as srv:
-        yield srv
-
-
 def test_a_generator_streams_in_chunks(server: ServerProcess) -> None:
     n = CHUNK_RECORDS + 5
     with Client(server.url) as c:

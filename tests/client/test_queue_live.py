@@ -15,12 +15,6 @@ from tests.client.test_watch_live import free_port
 from tests.support.server import ServerProcess
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess() as srv:
-        yield srv
-
-
 @pytest.fixture
 def client(server: ServerProcess) -> Iterator[Client]:
     with Client(server.url) as c:

@@ -30,12 +30,6 @@ from tests.support.server import ServerProcess, clean_env
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess() as srv:
-        yield srv
-
-
 @pytest.fixture
 def url(server: ServerProcess) -> str:
     return server.url

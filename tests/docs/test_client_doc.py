@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import io
 import re
-from collections.abc import Iterator
 
 import pytest
 
@@ -16,12 +15,6 @@ from tests.support.server import ServerProcess
 
 DOC = DOCS / "client.md"
 _PRINT_COMMENT = re.compile(r"^\s*print\(.*\)\s+# (.+)$", re.MULTILINE)
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess() as srv:
-        yield srv
 
 
 def python_blocks() -> list[Block]:

@@ -21,16 +21,6 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    srv = ServerProcess()
-    srv.start()
-    try:
-        yield srv
-    finally:
-        srv.close()
-
-
-@pytest.fixture(scope="module")
 def client(server: ServerProcess) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=30.0) as c:
         yield c

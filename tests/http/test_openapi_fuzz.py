@@ -13,13 +13,11 @@ a stream that never ends.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import hypothesis.strategies as st
 import orjson
-import pytest
 import requests
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
@@ -121,12 +119,6 @@ def run_fuzz(base_url: str, examples: int, report: FuzzReport) -> None:
                 report.problems.append(f"error body ({shape}): {what}")
 
         one()
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[ServerProcess]:
-    with ServerProcess() as srv:
-        yield srv
 
 
 def test_error_shape_check_can_fail() -> None:
