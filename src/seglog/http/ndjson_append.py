@@ -27,7 +27,7 @@ from seglog.http.body_fields import malformed
 from seglog.http.common import body_ended_early, elapsed_ms, json_response, started
 from seglog.http.json_body import parse_json_body
 from seglog.http.write_decode import decode_lines_fast
-from seglog.http.write_request import parse_write
+from seglog.http.write_request import parse_record
 from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, RecordIn
 
 NDJSON = "application/x-ndjson"
@@ -68,9 +68,7 @@ def _at_line(e: SeglogError, line: int, progress: _Progress) -> SeglogError:
     detail.pop("index", None)  # a record index within a chunk means nothing to the client
     detail.update(line=line, committed_through_seq=progress.committed_through)
     where = f"line {line}"
-    message = e.message.replace("records[0]", where)
-    if where not in message:
-        message = f"{message} ({where})"
+    message = e.message if where in e.message else f"{e.message} ({where})"
     return SeglogError(e.code, message, detail, e.retry_after)
 
 
@@ -99,11 +97,10 @@ def parse_lines(lines: list[tuple[int, bytes]], node: str | None) -> list[Record
     fast = decode_lines_fast([text for _, text in lines], node)
     if fast is not None:
         return fast
-    batch: dict[str, Any] = {} if node is None else {"node": node}
     out: list[RecordIn] = []
     for number, text in lines:
         try:
-            out += parse_write({"records": [parse_json_body(text)], **batch}).records
+            out.append(parse_record(0, parse_json_body(text), node, f"line {number}"))
         except SeglogError as e:
             raise BadLine(number, e) from None
     return out

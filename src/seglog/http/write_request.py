@@ -77,11 +77,12 @@ def parse_write(obj: Any) -> WriteRequest:
     if "config" in body and not isinstance(config, dict):
         raise malformed("config must be a JSON object")
     backpressure = bool_field(body, "disable_backpressure", False)
-    records = [_parse_record(i, r, node) for i, r in enumerate(raw_records)]
+    records = [parse_record(i, r, node) for i, r in enumerate(raw_records)]
     return WriteRequest(records, node, key, create, config, backpressure)
 
 
-def _parse_record(i: int, rec: Any, batch_node: str | None) -> RecordIn:
+def parse_record(i: int, rec: Any, batch_node: str | None, where: str | None = None) -> RecordIn:
+    """One §3 record object; errors name it `where` (default `records[i]`)."""
     if type(rec) is dict and len(rec) == 1 and "data" in rec:
         # The common `{"data": ...}` record: no optional field to check.
         try:
@@ -91,7 +92,7 @@ def _parse_record(i: int, rec: Any, batch_node: str | None) -> RecordIn:
         else:
             if len(data_json) <= MAX_RECORD_BYTES:
                 return RecordIn(data_json, None, batch_node, None)
-    where = f"records[{i}]"
+    where = where or f"records[{i}]"
     if not isinstance(rec, dict):
         raise malformed(f"{where} must be an object")
     if "data" not in rec:
