@@ -1028,6 +1028,51 @@ def test_disconnected_watcher_with_backlog_does_not_stall_the_server(
     )
 
 
+def test_backlog_reader_does_not_starve_other_requests(
+    server: ServerProcess, client: httpx.Client, topic: str
+) -> None:
+    """A watcher reading a long backlog one record per frame keeps the event loop busy;
+    other requests must still be answered promptly. Before the stream loop rested (see
+    `seglog.http.loop_share`), granian's thread could not take the GIL from the busy loop
+    and a health check waited 0.3–0.8 s in nearly every run."""
+    for k in range(3):
+        write(client, topic, [{"data": k}] * 10_000)
+    wid = create_watch(client, {topic: {}}, limit=1)["wid"]
+    conn = SseConn(server.address, f"/v0/watch/{wid}")
+    assert conn.status == 200
+    done = threading.Event()
+    received = bytearray(conn._raw)
+
+    def drain() -> None:
+        # Raw bytes only: parsing frames here would compete for this process's GIL with
+        # the probes below and measure the test instead of the server.
+        try:
+            while b"event: caught-up" not in received[-65_536:]:
+                chunk = conn.sock.recv(1 << 20)
+                if not chunk:
+                    break
+                received.extend(chunk)
+        finally:
+            done.set()
+
+    reader = threading.Thread(target=drain, daemon=True)
+    probes: list[float] = []
+    with httpx.Client(base_url=server.url, timeout=30) as probe:
+        probe.get("/v0/health")
+        reader.start()
+        while not done.is_set():
+            t0 = time.monotonic()
+            assert probe.get("/v0/health").status_code == 200
+            probes.append(time.monotonic() - t0)
+            done.wait(0.01)
+    reader.join()
+    conn.abort()
+    assert b"event: caught-up" in received, "the backlog was not delivered"
+    assert received.count(b"event: record") == 30_000
+    assert len(probes) >= 10, probes
+    assert max(probes) < 0.25, f"health checks during the backlog: max {max(probes):.3f}s"
+
+
 # --------------------------------------------------------------------------- tombstones
 
 

@@ -16,9 +16,8 @@ Owner: the event loop. The session's cursors are shared by every stream of the s
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 
@@ -32,6 +31,7 @@ from seglog.core.sse import (
 )
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.live_fanout import ParkResult, Signal
+from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch, TopicFeed
 from seglog.http.watch_request import DeliveryOptions
 from seglog.http.watch_sessions import WatchSession
@@ -41,9 +41,41 @@ WaitForAppend = Callable[[list[str], float], Awaitable[bool]]
 # Park an idle stream on its topics (see `live_fanout`).
 Park = Callable[["WatchStream", list[str], float, bool], Awaitable[ParkResult]]
 FIRST_READ_REASON = "from_seq_too_old"
+COALESCE_BYTES = 64 * 1024
+COALESCE_S = 0.02
 SHUTDOWN_ERROR = orjson.dumps(
     {"code": "server_shutting_down", "message": "server is shutting down; reconnect"}
 )
+
+
+@dataclass(slots=True)
+class _Pending:
+    """Frames of a backlog not sent yet. A backlog read in small batches (`limit` 1, or
+    a topic of tiny records) makes a frame per read; each `send` is a hand-off to the
+    HTTP server's I/O thread that needs the GIL on the way back, and tens of thousands of
+    them a second starve that thread: other requests on the server then wait hundreds of
+    milliseconds to be dispatched. So a backlog is sent in chunks of about
+    `COALESCE_BYTES`, or what `COALESCE_S` gathered, and caught-up flushes at once."""
+
+    parts: list[bytes] = field(default_factory=list)
+    size: int = 0
+    since: float | None = None
+
+    def add(self, data: bytes) -> None:
+        self.parts.append(data)
+        self.size += len(data)
+
+    def due(self, now: float) -> bool:
+        if self.since is None:
+            self.since = now
+        return self.size >= COALESCE_BYTES or now - self.since >= COALESCE_S
+
+    def take(self, now: float) -> bytes:
+        out = b"".join(self.parts)
+        self.parts.clear()
+        self.size = 0
+        self.since = now
+        return out
 
 
 @dataclass(slots=True)
@@ -77,6 +109,7 @@ class WatchStream:
         self._generation = session.generation if generation is None else generation
         self._park = park
         self._sender: SendBytes | None = None
+        self._share = LoopShare(clock)
 
     @property
     def all_deleted(self) -> bool:
@@ -102,28 +135,40 @@ class WatchStream:
         goes away."""
         self._sender = send
         await self._send(send, retry_frame())
+        pending = _Pending()
         while self._live and not self.superseded:
             if self._shutting_down():
-                await self._send(send, frame("error", SHUTDOWN_ERROR, self._id()))
+                pending.add(frame("error", SHUTDOWN_ERROR, self._id()))
+                await self._flush(send, pending)
                 return
             backlog = False
             for topic in list(self._live):
                 if self.superseded:
-                    return
+                    break
                 out = await self._pass(topic)
                 if out and not self.superseded:
-                    await self._send(send, out)
+                    pending.add(out)
                 backlog |= self._topics[topic].tailing is False and topic in self._live
-            if backlog:
-                # Yield every pass: reads of hot data run on the loop without awaiting, and
+            if backlog and not self.superseded:
+                if pending.due(self._clock.monotonic()):
+                    await self._flush(send, pending)
+                # Pause every pass: reads of hot data run on the loop without awaiting, and
                 # sends to a vanished client return at once, so without this a long backlog
-                # would hold the loop and hide the client's disconnect from us.
-                await asyncio.sleep(0)
+                # would hold the loop (and the GIL, see `loop_share`) and hide the client's
+                # disconnect from us.
+                await self._share.pause()
                 if self._clock.monotonic() - self._last_sent >= self.session.heartbeat_ms / 1e3:
-                    await self._send(send, heartbeat(self._clock.now_ms()))
+                    pending.add(heartbeat(self._clock.now_ms()))
+                    await self._flush(send, pending)
                 continue
-            if self._live:
+            await self._flush(send, pending)
+            if self._live and not self.superseded:
                 await self._idle(send)
+                self._share.rested()
+
+    async def _flush(self, send: SendBytes, pending: _Pending) -> None:
+        if pending.parts:
+            await self._send(send, pending.take(self._clock.monotonic()))
 
     async def _pass(self, topic: str) -> bytes:
         """One read of `topic`: the frames it produces, cursor updated before each id."""

@@ -31,6 +31,7 @@ from seglog.errors import ErrorCode, SeglogError
 from seglog.http.app_state import ServerState
 from seglog.http.auth import Principal, Scope
 from seglog.http.live_fanout import Signal
+from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch
 from seglog.http.watch_request import DeliveryOptions
 from seglog.http.ws_commands import (
@@ -69,6 +70,7 @@ class WsSession:
         self._out: asyncio.Queue[bytes] = asyncio.Queue(OUTBOUND_QUEUE)
         self._subs: dict[str, _Sub] = {}
         self._kick = asyncio.Event()
+        self._share = LoopShare(st.engine.clock)
 
     async def run(self) -> None:
         tasks = [
@@ -191,9 +193,10 @@ class WsSession:
             for name in list(self._subs):
                 backlog |= await self._deliver(name)
             if backlog:
-                await asyncio.sleep(0)  # a long backlog must not hold the loop
+                await self._share.pause()  # a long backlog must not hold the loop (or the GIL)
                 continue
             await self._idle()
+            self._share.rested()
 
     async def _deliver(self, name: str) -> bool:
         """One read for one subscription; True if it has more to read at once."""
