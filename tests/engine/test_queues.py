@@ -325,6 +325,46 @@ def test_durable_leases_outlive_a_snapshot(kind: ImageKind) -> None:
         e2.close(snapshot=False)
 
 
+@pytest.mark.parametrize("kind", IMAGES)
+def test_delayed_nacks_and_delivery_counts_outlive_a_snapshot(kind: ImageKind) -> None:
+    """With durable leases the whole projection survives a snapshot, not only the held
+    leases: a delayed nack stays delayed, and a released job keeps its delivery count (so
+    `max_deliveries` still dead-letters it on time)."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    cfg = queue(
+        durability=Durability.FSYNC,
+        leases_durable=True,
+        max_deliveries=2,
+        dead_letter="dlq",
+        lease_ms=600_000,
+    )
+    e.put_topic("q", cfg)
+    jobs(e, "q", 3)
+    assert claim(e, "q", "w", 2) == [1, 2]
+    assert e.queues.nack("q", "w", [1], [], 60_000).done == [1]  # due again in a minute
+    assert e.queues.nack("q", "w", [2], [], 0).done == [2]  # due now, 1 delivery so far
+    e.snapshot()
+    e.write("q", [RecordIn.of("barrier")])  # fsync: everything before it is durable
+    crashed = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(crashed)
+    try:
+        clock = e2.clock
+        assert isinstance(clock, ManualClock)
+        assert claim(e2, "q", "x", 1) == [2]  # reclaimed work first; 1 is still delayed
+        assert e2.topics["q"].leases.deliveries[2] == 2
+        assert e2.queues.nack("q", "x", [2], [], 0).done == [2]
+        assert claim(e2, "q", "x", 10) == [3, 4]  # 2 is dead-lettered (third delivery)
+        assert e2.queues.counts("q").dead_lettered == 1
+        assert [r.data for r in read_all(e2, "dlq").values()] == [{"job": 1}]
+        clock.advance(60_000)
+        assert claim(e2, "q", "x", 10) == [1]
+        assert e2.topics["q"].leases.deliveries[1] == 2
+    finally:
+        e2.close(snapshot=False)
+
+
 @pytest.mark.parametrize("how", ["refused", "commit-failed"])
 def test_an_ack_whose_delete_fails_leaves_the_jobs_claimable(
     make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch, how: str

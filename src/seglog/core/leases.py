@@ -94,6 +94,7 @@ class LeaseBook:
         "_deadlines",
         "_delay_at",
         "_delayed",
+        "_diverting",
         "_in_reclaim",
         "_reclaim",
         "claim_cursor",
@@ -115,6 +116,10 @@ class LeaseBook:
         self._delay_at: dict[int, int] = {}  # the current delay of each delayed seq
         self._deadlines: list[tuple[int, int, int]] = []  # (deadline, seq, lease_id), may be stale
         self._by_conn: dict[int, set[int]] = {}
+        # Jobs a claim pass chose to dead-letter, until their copy and delete land (or
+        # fail): still live meanwhile, and after a restart the claim cursor walks from 1
+        # again, so without this the same pass could lease a job it is diverting.
+        self._diverting: set[int] = set()
 
     # ---- queries ------------------------------------------------------------------------
     def held_by_conn(self, conn: int) -> int:
@@ -187,6 +192,7 @@ class LeaseBook:
             if dead_letter and max_deliveries > 0 and d > max_deliveries:
                 self.deliveries.pop(seq, None)
                 self.dead_lettered += 1
+                self._diverting.add(seq)
                 out.dead.append(seq)
                 continue
             pos %= len(turn)
@@ -209,21 +215,31 @@ class LeaseBook:
         while self._reclaim:
             seq = heapq.heappop(self._reclaim)
             self._in_reclaim.discard(seq)
-            if seq in self.leases or seq in self._delay_at or not live(seq):
+            if not self._available(seq, live):
                 continue
             return seq
         while self.claim_cursor <= head:
             seq = self.claim_cursor
             self.claim_cursor += 1
-            if seq in self.leases or seq in self._delay_at or not live(seq):
+            if not self._available(seq, live):
                 continue
             return seq
         return None
+
+    def _available(self, seq: int, live: Live) -> bool:
+        return not (
+            seq in self.leases or seq in self._delay_at or seq in self._diverting or not live(seq)
+        )
+
+    def diverted(self, seqs: Sequence[int]) -> None:
+        """The dead-letter copies of `seqs` were written and the jobs deleted."""
+        self._diverting.difference_update(seqs)
 
     def undo_dead_letter(self, seqs: Sequence[int]) -> None:
         """The dead-letter append failed: the jobs are due again and the counter rolls
         back (at-least-once, SEMANTICS §10.6)."""
         self.dead_lettered -= len(seqs)
+        self._diverting.difference_update(seqs)
         for seq in seqs:
             self._push_reclaim(seq)
 
@@ -313,20 +329,28 @@ class LeaseBook:
         self._by_conn.pop(conn, None)
         return events
 
-    def lease_events(self) -> list[LeaseEvent]:
-        """Every current lease as a `claimed` event, by seq: what a snapshot's WAL tail
-        must hold for durable leases to outlive the snapshot (which does not keep them)."""
-        return [
-            LeaseEvent(
-                LEASE_CLAIMED,
-                seq,
-                lease.lease_id,
-                lease.deadline,
-                self.deliveries.get(seq, 1),
-                lease.node,
-            )
-            for seq, lease in sorted(self.leases.items())
-        ]
+    def projection_events(self) -> list[LeaseEvent]:
+        """The events that rebuild this projection from nothing, by seq: what a snapshot's
+        WAL tail must hold for durable leases to outlive the snapshot (which does not keep
+        them). A held lease is its `claimed` event. A job that is not held but was
+        delivered (reclaimed, or delayed by a nack) has no lease left to name, so it is a
+        `claimed` + `released` pair under a fresh lease id, the `released` carrying its
+        ready time: replay then restores both its delay and its delivery count."""
+        events: list[LeaseEvent] = []
+        for seq in sorted(self.leases.keys() | self.deliveries.keys()):
+            d = self.deliveries.get(seq, 1)
+            lease = self.leases.get(seq)
+            if lease is not None:
+                events.append(
+                    LeaseEvent(LEASE_CLAIMED, seq, lease.lease_id, lease.deadline, d, lease.node)
+                )
+                continue
+            lease_id = self.next_lease_id
+            self.next_lease_id += 1
+            ready_at = self._delay_at.get(seq, 0)
+            events.append(LeaseEvent(LEASE_CLAIMED, seq, lease_id, ready_at, d, ""))
+            events.append(LeaseEvent(LEASE_RELEASED, seq, lease_id, ready_at, d, ""))
+        return events
 
     # ---- replay ---------------------------------------------------------------------------
     def replay(self, ev: LeaseEvent) -> None:

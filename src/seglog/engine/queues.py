@@ -256,7 +256,11 @@ class Queues:
             with t.lock:
                 book_of(t).undo_dead_letter(seqs)
             return
-        self._delete(t, seqs)
+        try:
+            self._delete(t, seqs)
+        finally:
+            with t.lock:
+                book_of(t).diverted(seqs)  # deleted, or back in reclaim (`_delete` requeues)
 
     # ---- ack / nack / extend ------------------------------------------------------------
     def ack(self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]) -> SettleResult:
@@ -342,15 +346,16 @@ class Queues:
             return counts_of(t, self.engine.clock.now_ms())
 
     def relog_leases(self) -> None:
-        """After a snapshot: log every durable lease again. Snapshots do not keep leases
-        (STORAGE §5.2) and the WAL before the snapshot may go, so without this a durable
-        lease taken before the snapshot would not survive a restart."""
+        """After a snapshot: log every durable queue's projection again (held leases,
+        delayed nacks, delivery counts). Snapshots do not keep leases (STORAGE §5.2) and
+        the WAL before the snapshot may go, so without this none of it would survive a
+        restart."""
         now = self.engine.clock.now_ms()
         for t in list(self.engine.registry.by_id.values()):
             if t.leases is None or not t.config.leases_durable:
                 continue
             with t.lock:
-                self._log(t, book_of(t).lease_events(), now)
+                self._log(t, book_of(t).projection_events(), now)
 
     # ---- internals ------------------------------------------------------------------------
     def _settled(
