@@ -4,7 +4,9 @@ completion exist."""
 
 from __future__ import annotations
 
+import shlex
 import socket
+import subprocess
 from typing import Any
 
 import typer.main
@@ -12,7 +14,7 @@ import typer.main
 from seglog import __version__
 from seglog.cli.main import app
 from seglog.client import Client
-from tests.cli.conftest import run_cli, run_cli_tty
+from tests.cli.conftest import cli_argv, cli_env, run_cli, run_cli_tty
 from tests.support.server import ServerProcess
 
 
@@ -58,9 +60,22 @@ def test_version() -> None:
 
 
 def test_shell_completion_is_available() -> None:
-    r = run_cli("--show-completion", "bash")
+    r = run_cli("completion", "bash")
     assert r.code == 0, r.stderr
     assert "complete" in r.stdout and "_SEGLOG_COMPLETE" in r.stdout
+    assert run_cli("completion", "zsh").stdout.startswith("#compdef seglog")
+    assert run_cli("completion", "tcsh").code == 2
+
+
+def test_show_completion_detects_the_calling_shell() -> None:
+    """`--show-completion` names no shell: it finds one among the parent processes (so run
+    it from a bash, as a user would, not from whatever runs the tests)."""
+    cmd = " ".join(shlex.quote(a) for a in cli_argv("--show-completion"))
+    p = subprocess.run(
+        ["bash", "-c", f"{cmd}; true"], capture_output=True, env=cli_env(), timeout=60, check=False
+    )
+    assert p.returncode == 0, p.stderr
+    assert b"_SEGLOG_COMPLETE" in p.stdout and b"complete" in p.stdout
 
 
 def test_every_option_and_argument_has_help() -> None:

@@ -6,6 +6,7 @@ engine; every other command talks to a running server through the public client 
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,14 @@ class SeglogApp(typer.Typer):
         except SeglogClientError as e:
             err.print(f"seglog: error: {describe_error(e, _url_from_env())}", markup=False)
             sys.exit(1)
+
+
+class CompletionShell(enum.StrEnum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+    powershell = "powershell"
+    pwsh = "pwsh"
 
 
 def _url_from_env() -> str:
@@ -96,6 +105,24 @@ def serve(
         log_level=log_level,
     )
     raise typer.Exit(main(settings))
+
+
+@app.command()
+def completion(
+    shell: Annotated[
+        CompletionShell, typer.Argument(help="The shell to print the completion script for.")
+    ],
+) -> None:
+    """Print the completion script for SHELL, e.g. `eval "$(seglog completion bash)"`.
+    Unlike --show-completion, which detects the shell from the parent processes, this works
+    anywhere (scripts, containers, CI)."""
+    from typer._completion_shared import get_completion_script  # what --show-completion uses
+
+    typer.echo(
+        get_completion_script(
+            prog_name="seglog", complete_var="_SEGLOG_COMPLETE", shell=shell.value
+        )
+    )
 
 
 register_client_commands(app)
