@@ -115,8 +115,9 @@ class TopicState:
     delete_floor: int = 0
     count: int = 0
     bytes: int = 0
-    # tag → ascending seqs of live records
-    tags: dict[str, list[int]] = field(default_factory=dict)
+    # tag → ascending seqs of live records, built on the first tag query (`tags`): until
+    # then the `tag` column alone is the truth, and writes and recovery skip the upkeep
+    _tags: dict[str, list[int]] | None = None
     _tag_keys: list[str] | None = None
     # ops reserved/submitted but not yet applied, in seq/WAL order (engine-owned)
     pending: deque[Any] = field(default_factory=deque)
@@ -243,8 +244,8 @@ class TopicState:
         self.count += n
         self.bytes += sum(sizes)
         self.last_write_ts = ts[-1]
-        if tag.count(None) != n:
-            index = self.tags
+        index = self._tags
+        if index is not None and tag.count(None) != n:
             for seq, g in zip(range(first_seq, last + 1), tag, strict=True):
                 if g is not None:
                     lst = index.get(g)
@@ -272,7 +273,7 @@ class TopicState:
         self.node.extend([r.node for r in records])
         self.tag.extend(tags)
         self.size.extend(sizes)
-        if tags.count(None) != n:
+        if self._tags is not None and tags.count(None) != n:
             add = self._tag_add
             for seq, tag in enumerate(tags, first_seq):
                 if tag is not None:
@@ -331,23 +332,50 @@ class TopicState:
         return size
 
     # ---- tag index ----------------------------------------------------------------------
+    @property
+    def tags(self) -> dict[str, list[int]]:
+        """The tag index, built from the `tag` column of the live slots on first use and
+        kept up to date from then on. Most topics are never queried by tag; a recovery of
+        millions of tagged records spent a second building it for nothing."""
+        index = self._tags
+        if index is None:
+            index = {}
+            origin, tags, dead = self.origin, self.tag, self.dead
+            for i in range(self.front, len(tags)):
+                g = tags[i]
+                if g is not None and not dead[i]:
+                    lst = index.get(g)
+                    if lst is None:
+                        index[g] = [origin + i]
+                    else:
+                        lst.append(origin + i)
+            self._tags = index
+            self._tag_keys = None
+        return index
+
     def _tag_add(self, tag: str, seq: int) -> None:
-        lst = self.tags.get(tag)
+        index = self._tags
+        if index is None:
+            return
+        lst = index.get(tag)
         if lst is None:
-            self.tags[tag] = [seq]
+            index[tag] = [seq]
             self._tag_keys = None
         else:
             lst.append(seq)
 
     def _tag_remove(self, tag: str, seq: int) -> None:
-        lst = self.tags.get(tag)
+        index = self._tags
+        if index is None:
+            return
+        lst = index.get(tag)
         if not lst:
             return
         j = bisect_left(lst, seq)
         if j < len(lst) and lst[j] == seq:
             del lst[j]
             if not lst:
-                del self.tags[tag]
+                del index[tag]
                 self._tag_keys = None
 
     def tag_matches(self, sel: Selector, below: int) -> list[int]:
