@@ -172,12 +172,19 @@ class RawScanner:
         self.end = start
 
     def __iter__(self) -> Generator[RawFrame, None, None]:
+        for frames in self.chunks():
+            yield from frames
+
+    def chunks(self) -> Generator[list[RawFrame], None, None]:
+        """The same frames, a list at a time (recovery's hot loop skips a generator
+        step per frame)."""
         src = _as_sliceable(self.buf)
         with memoryview(src) as mv:
             while True:
                 frames, off, stopped = _scan_chunk(src, mv, self.end, _CHUNK)
-                yield from frames
                 self.end = off
+                if frames:
+                    yield frames
                 if stopped:
                     return
 

@@ -10,6 +10,7 @@ the replayed records and the clock, and the next live retention pass logs what i
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -166,7 +167,7 @@ def replay(
     for g in ordered:
         scanner = GroupScanner(fs, g, starts.get(g.key, (1, 0)))
         whole = Submissions(scanner, progress)
-        _apply_all(rp, whole)
+        _apply_all(rp, whole.chunks())
         scans.append((scanner.result, whole.unfinished))
     check_groups(sc for sc, _ in scans)
 
@@ -283,22 +284,39 @@ _REGISTRY_FRAMES = frozenset(
 )
 
 
-def _apply_all(rp: _Replay, frames: Iterable[RawFrame]) -> None:
-    """The replay hot loop: Append frames are applied inline; control frames go through
-    `_apply_control`. The record cap is applied after every append, as the live write path
-    does after every publish: it counts live records, so it is not derivable from the head
-    alone once deletes interleave with writes (SEMANTICS §4.2)."""
+def _apply_all(rp: _Replay, chunks: Iterable[list[RawFrame]]) -> None:
+    """The replay hot loop: consecutive Append frames of one topic are gathered into
+    columns and applied as one run (`replay_rows`); control frames go through
+    `_apply_control`, after the run before them. The record cap is applied after every
+    append, as the live write path does after every publish: it counts live records, so it
+    is not derivable from the head alone once deletes interleave with writes (SEMANTICS
+    §4.2) — capped topics take the per-record path."""
     by_id = rp.registry.by_id
     persistent, caps = _replayed_topics(rp)
-    for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
+    run = _AppendRun()
+    add_ts, add_data, add_meta = run.ts.append, run.data.append, run.meta.append
+    add_node, add_tag = run.node.append, run.tag.append
+    blob = decode_blob
+    for _end, ftype, flags, tid, seq, ts, node, tag, data in itertools.chain.from_iterable(chunks):
         if ftype != _APPEND:
+            run.flush()
             frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
             _apply_control(rp, frame)
             if ftype in _REGISTRY_FRAMES:
                 persistent, caps = _replayed_topics(rp)
             continue
+        if run.topic_id == tid and seq == run.next_seq:
+            d, m = blob(data)
+            add_ts(ts)
+            add_data(d)
+            add_meta(m)
+            add_node(node)
+            add_tag(tag)
+            run.next_seq = seq + 1
+            continue
         if tid not in persistent:
             continue
+        run.flush()
         t = by_id[tid]
         if seq <= t.head:
             continue
@@ -306,11 +324,50 @@ def _apply_all(rp: _Replay, frames: Iterable[RawFrame]) -> None:
             # Seqs skipped in the WAL are holes: failed writes (SEMANTICS §3.1) or the
             # padding of an earlier crash's head reservation (§6 step 4).
             t.append_holes(seq - 1, ts)
-        d, m = decode_blob(data)
-        t.replay_slot(seq, ts, d, m, node, tag)
+        d, m = blob(data)
         cap = caps.get(tid)
-        if cap is not None and t.count > cap:
-            t.apply_record_cap()
+        if cap is not None:
+            t.replay_slot(seq, ts, d, m, node, tag)
+            if t.count > cap:
+                t.apply_record_cap()
+            continue
+        run.start(t, seq)
+        add_ts(ts)
+        add_data(d)
+        add_meta(m)
+        add_node(node)
+        add_tag(tag)
+    run.flush()
+
+
+class _AppendRun:
+    """Appends to one topic with consecutive seqs from its head + 1, gathered into columns
+    (filled by `_apply_all`, which holds their `append`s) and not applied yet."""
+
+    __slots__ = ("data", "first_seq", "meta", "next_seq", "node", "tag", "topic", "topic_id", "ts")
+
+    def __init__(self) -> None:
+        self.topic: TopicState | None = None
+        self.topic_id = -1  # no topic has it: nothing is being gathered
+        self.first_seq = self.next_seq = 0
+        self.ts: list[int] = []
+        self.data: list[bytes] = []
+        self.meta: list[bytes | None] = []
+        self.node: list[str | None] = []
+        self.tag: list[str | None] = []
+
+    def start(self, t: TopicState, seq: int) -> None:
+        self.topic, self.topic_id = t, t.topic_id
+        self.first_seq, self.next_seq = seq, seq + 1
+
+    def flush(self) -> None:
+        t = self.topic
+        if t is None:
+            return
+        t.replay_rows(self.first_seq, self.ts, self.data, self.meta, self.node, self.tag)
+        self.topic, self.topic_id = None, -1
+        for column in (self.ts, self.data, self.meta, self.node, self.tag):
+            column.clear()  # cleared, not replaced: `_apply_all` holds their `append`s
 
 
 def _replayed_topics(rp: _Replay) -> tuple[set[int], dict[int, int]]:

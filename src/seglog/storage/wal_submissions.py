@@ -26,31 +26,44 @@ class Submissions:
         self.unfinished: dict[int, tuple[int, int]] = {}
 
     def __iter__(self) -> Iterator[RawFrame]:
+        for frames in self.chunks():
+            yield from frames
+
+    def chunks(self) -> Iterator[list[RawFrame]]:
+        """The same frames, whole submissions a list at a time."""
         last_idx, last_end = self.scanner.start
         pending = 0
         held: list[RawFrame] = []
         held_start = 0
-        for idx, raw in self.scanner:
+        for idx, frames in self.scanner.chunks():
             if idx != last_idx:
                 if held:
                     self.unfinished[last_idx] = (held_start, len(held))
                     held = []
                 last_idx, last_end = idx, 0
-            start = last_end
-            pending += raw[0] - last_end
-            last_end = raw[0]
+            # Everything up to the chunk's last frame without `more` ends a submission.
+            k = len(frames) - 1
+            while k >= 0 and frames[k][2] & FLAG_MORE:
+                k -= 1
+            if k < 0:
+                if not held:
+                    held_start = last_end
+                held.extend(frames)
+            else:
+                done = frames if k == len(frames) - 1 else frames[: k + 1]
+                if held:
+                    done = held + done
+                    held = []
+                if k < len(frames) - 1:
+                    held_start = frames[k][0]  # where the first frame after it starts
+                    held = frames[k + 1 :]
+                yield done
+            end = frames[-1][0]
+            pending += end - last_end
+            last_end = end
             if pending >= 1 << 20:
                 self.progress(pending)
                 pending = 0
-            if raw[2] & FLAG_MORE:
-                if not held:
-                    held_start = start
-                held.append(raw)
-                continue
-            if held:
-                yield from held
-                held = []
-            yield raw
         if held:
             self.unfinished[last_idx] = (held_start, len(held))
         self.progress(pending)

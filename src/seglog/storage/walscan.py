@@ -269,6 +269,12 @@ class GroupScanner:
         return self._result
 
     def __iter__(self) -> Generator[tuple[int, RawFrame], None, None]:
+        for idx, frames in self.chunks():
+            for raw in frames:
+                yield idx, raw
+
+    def chunks(self) -> Generator[tuple[int, list[RawFrame]], None, None]:
+        """The same frames as `(file idx, frames)`, a list at a time."""
         start_idx, start_off = self.start
         files: list[FileScan] = []
         for idx, path in self.group.files:
@@ -277,12 +283,12 @@ class GroupScanner:
             off = start_off if idx == start_idx else 0
             with mapped_file(self.fs, path) as buf:
                 scanner = RawScanner(buf, off)
-                it = scanner.__iter__()
+                it = scanner.chunks()
                 n = 0
                 try:
-                    for raw in it:
-                        n += 1
-                        yield idx, raw
+                    for frames in it:
+                        n += len(frames)
+                        yield idx, frames
                 finally:
                     it.close()  # releases the view before unmapping
                 garbage, after = _after_end(buf, scanner.end)
