@@ -91,13 +91,15 @@ class TopicFilter:
 @dataclass(frozen=True, slots=True)
 class Point:
     """What a re-derivation must reproduce: the snapshot replay started from (None: no
-    snapshot, the WAL from its beginning), whether the WAL was replayed, `now_ms`, and the
-    topics whose records were replayed (None: all)."""
+    snapshot, the WAL from its beginning), whether the WAL was replayed, `now_ms`, the
+    topics whose records were replayed (None: all), and whether records of reused sealed
+    segments were restored without their payloads (not when a router reads them)."""
 
     snapshot_id: int | None
     use_wal: bool
     now_ms: int
     only: TopicFilter | None = None
+    hold_sealed: bool = True
 
 
 class _SourcesLeftOut(Exception):
@@ -106,6 +108,10 @@ class _SourcesLeftOut(Exception):
     def __init__(self, names: frozenset[str]) -> None:
         super().__init__(sorted(names))
         self.names = names
+
+
+class _PayloadsNeeded(Exception):
+    """A router reads a topic whose sealed payloads the replay held back."""
 
 
 class _FixedClock:
@@ -142,6 +148,8 @@ class OfflineDir:
         self.cold_root = cold_root
         self.point = point
         self.fs = ReadOnlyFs(fs or RealFs())
+        self._listed: dict[int, list[SegmentInfo]] = {}
+        self._held_ids: set[int] = set()
         self._rp: Replayed = replay(
             self.fs,
             root / "meta",
@@ -152,8 +160,10 @@ class OfflineDir:
             snapshot_id=point.snapshot_id,
             use_wal=point.use_wal,
             records_for=point.only,
+            held_payloads=self._held if point.hold_sealed else None,
         )
         self._check_closed()
+        self._check_held()
         # Step 8 before step 9, as at startup: which segments are reused is decided by the
         # recovered heads, before forwarding appends copies to the dests.
         self._reused = {t.topic_id: self._reconcile(t) for t in self._kept() if t.persistent}
@@ -174,15 +184,18 @@ class OfflineDir:
         `only`, just the topics it accepts (and the router sources feeding them) are
         recovered with their records, and only they are listed."""
         keep = None if only is None else TopicFilter(only)
+        hold = True
         while True:
             try:
-                d = cls(root, cold_root, Point(None, not running, now_ms, keep), fs)
+                d = cls(root, cold_root, Point(None, not running, now_ms, keep, hold), fs)
                 break
             except _SourcesLeftOut as e:  # replay again with them: rare, and it converges
                 assert keep is not None
                 keep = TopicFilter(keep.match, keep.also | e.names)
+            except _PayloadsNeeded:
+                hold = False
         snap = d._rp.snapshot
-        d.point = Point(None if snap is None else snap.id, not running, now_ms, keep)
+        d.point = Point(None if snap is None else snap.id, not running, now_ms, keep, hold)
         return d
 
     def _kept(self) -> list[TopicState]:
@@ -200,6 +213,32 @@ class OfflineDir:
         )
         if missing:
             raise _SourcesLeftOut(missing)
+
+    def _segments(self, topic_id: int) -> list[SegmentInfo]:
+        infos = self._listed.get(topic_id)
+        if infos is None:
+            infos = list_topic_segments(self.root, topic_id, self.cold_root, self.fs)
+            self._listed[topic_id] = infos
+        return infos
+
+    def _held(self, topic_id: int, head: int) -> list[tuple[int, int]]:
+        """`replay`'s `held_payloads`: the sealed segments `_reconcile` reuses hold these
+        seqs, and reads take them from there (`records` serves only the rest), so the
+        snapshot's copies of their payloads are never needed."""
+        runs = [(i.first_seq, i.last_seq) for i in self._segments(topic_id) if i.last_seq <= head]
+        if runs:
+            self._held_ids.add(topic_id)
+        return runs
+
+    def _check_held(self) -> None:
+        """Forwarding (`_forward`) reads source payloads from memory: a source whose sealed
+        payloads were held back needs a replay that keeps them."""
+        only, reg = self.point.only, self._rp.registry
+        for r in self._rp.routers.all():
+            source = reg.get(r.spec.source)
+            kept = only is None or only(r.spec.dest)
+            if kept and source is not None and source.topic_id in self._held_ids:
+                raise _PayloadsNeeded(r.spec.source)
 
     @property
     def has_snapshot(self) -> bool:
@@ -280,8 +319,7 @@ class OfflineDir:
         """§6 step 8, read-only: the sealed segments recovery reuses, their delete flags
         applied to the live records they hold. Frames are verified later, once: by the
         tasks that read a segment, or by `verify_unread` for the rest."""
-        infos = list_topic_segments(self.root, t.topic_id, self.cold_root, self.fs)
-        reused = [i for i in infos if i.last_seq <= t.head]
+        reused = [i for i in self._segments(t.topic_id) if i.last_seq <= t.head]
         if not reused:
             return reused
         store = SegmentStore(self.fs, self.root / "topics", self._cold_topics, t.topic_id)

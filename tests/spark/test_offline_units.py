@@ -299,6 +299,39 @@ def test_router_copies_since_the_snapshot_are_re_derived(
     ]  # copies in the snapshot keep their ts
 
 
+def test_a_router_reading_sealed_records_gets_their_payloads(tmp_path: Path) -> None:
+    """Records of reused sealed segments are replayed without their payloads (reads take
+    those from the segments). A router still behind its source, whose copies the reader
+    re-derives from sealed source records, needs them: that replay keeps them."""
+    from seglog.offline import OfflineDir
+
+    root = tmp_path / "dir"
+    e = Engine(options(root))
+    e.open()
+    e.put_topic("src", TopicConfig())
+    e.put_topic("plain", TopicConfig())
+    e.put_router(RouterSpec("r", "src", "dst"))
+    e.write("src", recs(120, 0))  # never forwarded before the stop: no read of dst
+    e.write("plain", recs(120, 0))
+    seal_all(e)
+    e.snapshot()
+    e.close(snapshot=False)
+    got = offline(root)
+    want = online_after_restart(root, tmp_path)
+    # Re-derived copies are stamped with the read's planning time, not the server's start.
+    assert [r[:2] + r[3:] for r in got] == [r[:2] + r[3:] for r in want]
+    assert [r[1] for r in got if r[0] == "dst"] == list(range(1, 121))
+    now = _now()
+    d = OfflineDir.open(root / "data", root / "cold", now, running=False)
+    assert not d.point.hold_sealed  # src's payloads were needed
+    d = OfflineDir.open(
+        root / "data", root / "cold", now, running=False, only={"plain"}.__contains__
+    )
+    assert d.point.hold_sealed  # nothing reads plain's sealed payloads from memory
+    plain = d._rp.registry.get("plain")
+    assert plain is not None and plain.data.count(None) >= 100
+
+
 def test_no_snapshot_yet_and_an_ephemeral_topic(tmp_path: Path) -> None:
     """A crash before the first snapshot: the whole WAL is replayed. An ephemeral topic is
     listed (it exists after a restart) but holds nothing."""

@@ -141,6 +141,7 @@ class Engine:
                 clock=self.clock,
                 attach_segments=self.attach_segments,
                 on_progress=progress,
+                payload_cache=self.options.segment_payload_cache,
             )
         except BaseException:
             self.datadir.close()

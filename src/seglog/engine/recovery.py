@@ -32,12 +32,14 @@ from seglog.core.payload_blob import decode_blob
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
-from seglog.engine.snapshots import restore_topic, snapshot_positions
+from seglog.engine.snapshots import HeldRuns, restore_topic, snapshot_positions
 from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
 from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
+from seglog.storage.segment import list_topic_segments
 from seglog.storage.snapshot import (
+    RECORDS_SKIPPED,
     SnapshotMark,
     SnapshotMissingError,
     TopicPredicate,
@@ -60,6 +62,7 @@ log = logging.getLogger("seglog.recovery")
 
 Position = tuple[int, int]
 AttachSegments = Callable[[TopicState], None]
+HeldPayloads = Callable[[int, int], HeldRuns]  # (topic_id, snapshot head) -> runs
 
 
 @dataclass(slots=True)
@@ -114,6 +117,7 @@ def replay(
     snapshot_id: int | None = None,
     use_wal: bool = True,
     records_for: TopicPredicate | None = None,
+    held_payloads: HeldPayloads | None = None,
 ) -> Replayed:
     """STORAGE §6 steps 2–4, the corruption check of step 6, step 7 and the first half of
     step 9, in memory only: it reads the files and never writes to them, so it also serves
@@ -122,8 +126,9 @@ def replay(
     newest valid one; `use_wal=False` stops at the snapshot. With `records_for`, only the
     topics it accepts get their records and record frames (a reader that needs a few
     topics); the others are registered with their heads as of the snapshot and no records,
-    and are not to be read. Raises `WalCorruptionError` when a WAL group holds valid frames
-    after an invalid one."""
+    and are not to be read. `held_payloads(topic_id, snapshot head)` names the seq runs whose
+    payloads a sealed segment that step 8 reuses holds: they are restored without them.
+    Raises `WalCorruptionError` when a WAL group holds valid frames after an invalid one."""
     registry = Registry()
     routers = RouterTable()
     rp = _Replay(registry, routers, attach_segments, clock.now_ms(), records_for)
@@ -140,7 +145,10 @@ def replay(
     if snap is not None:
         registry.note_id(int(snap.get("next_topic_id", 1)) - 1)
         for entry in snap.get("topics", []):
-            t = restore_topic(entry)
+            held: HeldRuns = ()
+            if held_payloads is not None and not entry.get(RECORDS_SKIPPED):
+                held = held_payloads(int(entry["topic_id"]), int(entry["head_seq"]))
+            t = restore_topic(entry, held)
             attach_segments(t)
             registry.add(t)
         routers.restore(snap.get("routers", []))
@@ -199,11 +207,17 @@ def recover(
     clock: Clock,
     attach_segments: AttachSegments,
     on_progress: Callable[[float], None] | None = None,
+    payload_cache: int | None = None,
 ) -> Recovered:
     """STORAGE §6 steps 2–8 over the locked `datadir`: `replay`, then the writes it implies
     (torn tails and unfinished submissions cut, segments reconciled, orphan segment dirs
     removed). Raises `WalCorruptionError` (and changes nothing on disk) when a WAL group
-    holds valid frames after an invalid one."""
+    holds valid frames after an invalid one. With `payload_cache` (the number of newest
+    sealed payloads step 8 keeps in memory), the older sealed payloads are never copied out
+    of the snapshot (`held_by_segments`)."""
+    held = None
+    if payload_cache is not None:
+        held = held_by_segments(fs, datadir.root, datadir.cold_root, payload_cache)
     rp = replay(
         fs,
         datadir.meta_dir,
@@ -212,6 +226,7 @@ def recover(
         clock=clock,
         attach_segments=attach_segments,
         on_progress=on_progress,
+        held_payloads=held,
     )
     registry, routers = rp.registry, rp.routers
     shards = max(1, wal_shards)
@@ -251,6 +266,27 @@ def recover(
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
     return Recovered(registry, tails, layout_changed, rp.snapshot, torn, routers)
+
+
+def held_by_segments(
+    fs: Fs, root: Path, cold_root: Path | None, payload_cache: int = 0
+) -> HeldPayloads:
+    """`replay`'s `held_payloads` from the segment files: a complete sealed segment whose
+    last seq is within the snapshot's head is reused by step 8 whatever the WAL adds (a
+    head never goes down in replay), and step 8 drops every payload it holds but the
+    newest `payload_cache` seqs' (`TopicSegments.drop_cached_payloads`)."""
+
+    def held(topic_id: int, head: int) -> HeldRuns:
+        infos = list_topic_segments(root, topic_id, cold_root, fs)
+        infos = [i for i in infos if i.last_seq <= head]
+        if not infos:
+            return ()
+        keep_from = max(i.last_seq for i in infos) + 1 - payload_cache
+        return sorted(
+            (i.first_seq, min(i.last_seq, keep_from - 1)) for i in infos if i.first_seq < keep_from
+        )
+
+    return held
 
 
 def _drop_orphan_routers(registry: Registry, routers: RouterTable) -> None:
@@ -351,7 +387,7 @@ class _AppendRun:
         self.topic_id = -1  # no topic has it: nothing is being gathered
         self.first_seq = self.next_seq = 0
         self.ts: list[int] = []
-        self.data: list[bytes] = []
+        self.data: list[bytes | None] = []
         self.meta: list[bytes | None] = []
         self.node: list[str | None] = []
         self.tag: list[str | None] = []

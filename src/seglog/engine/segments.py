@@ -12,6 +12,7 @@ through the segment's mmap with checksum verification).
 
 from __future__ import annotations
 
+import itertools
 import logging
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -183,12 +184,13 @@ class TopicSegments:
         lo = max(self.payload_dropped_below, t.base_seq)
         # Only payloads a sealed segment holds may leave memory (records kept from before
         # the topic became persistent are in none).
+        n = len(t.data)
         for info in self.overlapping(lo, keep_from - 1) if keep_from > lo else ():
-            for seq in range(max(lo, info.first_seq), min(keep_from, info.last_seq + 1)):
-                i = seq - t.origin
-                if 0 <= i < len(t.data):
-                    t.data[i] = None
-                    t.meta[i] = None
+            a = max(max(lo, info.first_seq) - t.origin, 0)
+            b = min(min(keep_from, info.last_seq + 1) - t.origin, n)
+            if a < b:
+                t.data[a:b] = itertools.repeat(None, b - a)
+                t.meta[a:b] = itertools.repeat(None, b - a)
         self.payload_dropped_below = max(self.payload_dropped_below, keep_from)
 
     # ---- physical reclaim --------------------------------------------------------------

@@ -9,11 +9,12 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
@@ -147,9 +148,15 @@ def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None, list[Pinn
     return entry, rows, pins
 
 
-def restore_topic(entry: dict[str, Any]) -> TopicState:
+HeldRuns = Sequence[tuple[int, int]]  # inclusive seq runs whose payloads a sealed segment holds
+
+
+def restore_topic(entry: dict[str, Any], held: HeldRuns = ()) -> TopicState:
     """Inverse of `capture_topic`: seqs in `[base_seq, head_seq]` missing from `records`
-    become deleted slots."""
+    become deleted slots. Records in the `held` runs (inclusive, ascending) are restored
+    without their payloads: the caller knows a sealed segment that recovery reuses holds
+    them (STORAGE §6 step 8 drops those payloads from memory anyway, and copying millions
+    of them out of the snapshot first is most of a restore's time)."""
     config = TopicConfig.from_dict(entry["config"])
     t = TopicState(
         str(entry["name"]), int(entry["topic_id"]), config, epoch=int(entry.get("epoch", 1))
@@ -162,7 +169,7 @@ def restore_topic(entry: dict[str, Any]) -> TopicState:
     t.reserved = t.head
     records = entry.get("records", [])
     if records and isinstance(records[0], SnapshotRecord):
-        _restore_raw(t, records, head)
+        _restore_raw(t, records, head, held)
     else:
         _restore_parsed(t, records, head)
     if t.head < head:
@@ -195,7 +202,9 @@ def _restore_parsed(t: TopicState, records: list[dict[str, Any]], head: int) -> 
         replay(seq, ts, dumps(rec["data"]), meta_json, rec.get("node"), rec.get("tag"))
 
 
-def _restore_raw(t: TopicState, records: list[SnapshotRecord], head: int) -> None:
+def _restore_raw(
+    t: TopicState, records: list[SnapshotRecord], head: int, held: HeldRuns = ()
+) -> None:
     """Records decoded with their JSON text kept (the engine wrote it compact), restored a
     run of consecutive seqs at a time."""
     origin = t.origin
@@ -209,8 +218,21 @@ def _restore_raw(t: TopicState, records: list[SnapshotRecord], head: int) -> Non
         at = int(seqs[0]) if seqs[0] <= t.head else int(seqs[1:][steps <= 0][0])
         raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {at}")
     ts = [r.ts for r in records]
-    data = [bytes(r.data) for r in records]
-    meta: list[bytes | None] = [bytes(r.meta) if len(r.meta) else None for r in records]
+    spans = _unheld_spans(seqs, held)
+    sizes: list[int] | None = None
+    if spans == [(0, len(records))]:
+        data: list[bytes | None] = [bytes(r.data) for r in records]
+        meta: list[bytes | None] = [bytes(r.meta) if len(r.meta) else None for r in records]
+    else:
+        data = [None] * len(records)
+        meta = [None] * len(records)
+        for a, b in spans:
+            data[a:b] = [bytes(r.data) for r in records[a:b]]
+            meta[a:b] = [bytes(r.meta) if len(r.meta) else None for r in records[a:b]]
+        sizes = [len(r.data) + len(r.meta) for r in records]
+        for k, r in enumerate(records):
+            if len(r.meta) == 4 and bytes(r.meta) == b"null":
+                sizes[k] -= 4  # counted as no meta, as below
     if b"null" in meta:  # a JSON null meta is no meta, as in a parsed body
         meta = [None if m == b"null" else m for m in meta]
     node = [r.node for r in records]
@@ -220,7 +242,32 @@ def _restore_raw(t: TopicState, records: list[SnapshotRecord], head: int) -> Non
         first = int(seqs[a])
         if first != t.head + 1:
             t.append_holes(first - 1, ts[a])
-        t.replay_rows(first, ts[a:b], data[a:b], meta[a:b], node[a:b], tag[a:b])
+        t.replay_rows(
+            first,
+            ts[a:b],
+            data[a:b],
+            meta[a:b],
+            node[a:b],
+            tag[a:b],
+            None if sizes is None else sizes[a:b],
+        )
+
+
+def _unheld_spans(seqs: npt.NDArray[np.int64], held: HeldRuns) -> list[tuple[int, int]]:
+    """Index spans `[a, b)` of the ascending `seqs` that no `held` run covers."""
+    out: list[tuple[int, int]] = []
+    at = 0
+    for first, last in held:
+        a = int(np.searchsorted(seqs, first, "left"))
+        b = int(np.searchsorted(seqs, last, "right"))
+        if a >= b:
+            continue
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at < len(seqs):
+        out.append((at, len(seqs)))
+    return out
 
 
 def take(

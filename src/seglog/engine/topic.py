@@ -20,7 +20,7 @@ from bisect import bisect_left
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -217,21 +217,24 @@ class TopicState:
         self,
         first_seq: int,
         ts: list[int],
-        data: list[builtins.bytes],
+        data: list[builtins.bytes | None],
         meta: list[builtins.bytes | None],
         node: list[str | None],
         tag: list[str | None],
+        sizes: list[int] | None = None,
     ) -> None:
         """`replay_slot` for the live records `first_seq, first_seq + 1, ...` (columns of
-        equal length; `first_seq == head + 1`, checked by the caller) in one go."""
+        equal length; `first_seq == head + 1`, checked by the caller) in one go. A `None`
+        payload is held by a sealed segment: then `sizes` must be given."""
         n = len(ts)
         if n == 0:
             return
-        sizes = [len(d) for d in data]
-        if meta.count(None) != n:
-            for i, m in enumerate(meta):
-                if m is not None:
-                    sizes[i] += len(m)
+        if sizes is None:
+            sizes = list(map(len, cast("list[builtins.bytes]", data)))  # all present
+            if meta.count(None) != n:
+                for i, m in enumerate(meta):
+                    if m is not None:
+                        sizes[i] += len(m)
         self.ts.extend(ts)
         self.data.extend(data)
         self.meta.extend(meta)

@@ -1,0 +1,109 @@
+"""Recovery restores the records of sealed segments without copying their payloads out of
+the snapshot (`recovery.held_by_segments`): step 8 would drop them from memory anyway.
+Held to the plain restore: the same crash image recovered both ways reads back the same
+records, counts and bytes, and whatever is read back was written — through deletes,
+null and absent metas, tags, nodes, both crash images and both persistent classes."""
+
+from __future__ import annotations
+
+import pytest
+
+from seglog.engine.engine import Engine
+from seglog.engine.maintenance import seal_topic
+from seglog.model import Durability, RecordIn, TopicConfig
+from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
+from tests.support.faultfs import FaultFs
+
+SEGMENT = 5
+CACHE = 3  # the newest sealed payloads step 8 keeps in memory
+NO_HOLD = 1 << 40  # a payload cache so large that nothing is held: the plain restore
+
+
+def batch(k: int, n: int) -> list[RecordIn]:
+    out = []
+    for i in range(k, k + n):
+        meta = None if i % 3 else ({"m": i} if i % 2 else None)
+        out.append(
+            RecordIn.of(
+                {"i": i, "s": "x" * (i % 7)} if i % 4 else [i, None, "é"],
+                meta=meta,
+                tag=f"g{i % 2}" if i % 5 else None,
+                node="n1" if i % 2 else None,
+            )
+        )
+    return out
+
+
+def reopen(fs: FaultFs, cache: int) -> Engine:
+    return open_engine(fs, segment_max_events=SEGMENT, segment_payload_cache=cache)
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+@pytest.mark.parametrize("durability", [Durability.DISK, Durability.FSYNC])
+def test_held_payloads_recover_like_the_plain_restore(
+    kind: ImageKind, durability: Durability
+) -> None:
+    fs = FaultFs()
+    e = reopen(fs, CACHE)
+    e.put_topic("t", TopicConfig(durability=durability))
+    written: dict[int, RecordIn] = {}
+    for k in range(0, 60, 12):
+        for seq, rec in zip(e.write("t", batch(k, 12)).seqs, batch(k, 12), strict=True):
+            written[seq] = rec
+        seal_topic(e, e.topics["t"])
+    for seq, rec in zip(e.write("t", batch(60, 3)).seqs, batch(60, 3), strict=True):
+        written[seq] = rec  # in the snapshot, in no sealed segment
+    e.delete_records("t", seqs=[2, 7, 8, 31])
+    e.snapshot()
+    for seq, rec in zip(e.write("t", batch(63, 4)).seqs, batch(63, 4), strict=True):
+        written[seq] = rec  # after the snapshot: replayed from the WAL
+    held_fs, plain_fs = image(fs, kind), image(fs, kind)
+    abandon(e, fs)
+
+    held, plain = reopen(held_fs, CACHE), reopen(plain_fs, NO_HOLD)
+    try:
+        th, tp = held.topics["t"], plain.topics["t"]
+        assert th.data.count(None) > tp.data.count(None)  # payloads were held back
+        assert (th.head, th.count, th.bytes) == (tp.head, tp.count, tp.bytes)
+        assert th.size == tp.size and th.dead == tp.dead and th.ts == tp.ts
+        got_held, got_plain = read_all(held, "t"), read_all(plain, "t")
+        assert got_held == got_plain
+        assert 2 not in got_held and 31 not in got_held
+        assert {1, 55, 61, 63} <= got_held.keys()
+        for seq, r in got_held.items():
+            w = written[seq]
+            assert (r.data_json, r.meta_json, r.tag, r.node) == (
+                w.data_json,
+                w.meta_json,
+                w.tag,
+                w.node,
+            ), seq
+    finally:
+        held.close(snapshot=False)
+        plain.close(snapshot=False)
+
+
+def test_a_held_null_meta_counts_as_no_meta() -> None:
+    """A snapshot written elsewhere may spell an absent meta as JSON null: held or not, it
+    is no meta and adds nothing to the record's size."""
+    from seglog.engine.snapshots import restore_topic
+    from seglog.storage.snapshot import _decode_records
+
+    body = (
+        b'[{"seq":1,"ts":5,"data":{"a":1},"meta":null},{"seq":2,"ts":6,"data":[2],"meta":{"k":1}}]'
+    )
+
+    def entry() -> dict[str, object]:
+        return {
+            "name": "t",
+            "topic_id": 1,
+            "config": TopicConfig().to_dict(),
+            "base_seq": 1,
+            "head_seq": 2,
+            "records": _decode_records(body),
+        }
+
+    plain, held = restore_topic(entry()), restore_topic(entry(), [(1, 2)])
+    assert held.data == [None, None] and plain.data == [b'{"a":1}', b"[2]"]
+    assert plain.meta == [None, b'{"k":1}']
+    assert held.size == plain.size == [7, 3 + 7] and held.bytes == plain.bytes == 17
