@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import pytest
 
+from seglog.clock import ManualClock
 from seglog.engine.engine import Engine
 from seglog.engine.maintenance import seal_topic
 from seglog.model import Durability, RecordIn, TopicConfig
-from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
+from tests.engine.oracle import IMAGES, ROOT, ImageKind, abandon, image, open_engine, read_all
 from tests.support.faultfs import FaultFs
 
 SEGMENT = 5
@@ -107,3 +108,39 @@ def test_a_held_null_meta_counts_as_no_meta() -> None:
     assert held.data == [None, None] and plain.data == [b'{"a":1}', b"[2]"]
     assert plain.meta == [None, b'{"k":1}']
     assert held.size == plain.size == [7, 3 + 7] and held.bytes == plain.bytes == 17
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_replay_pauses_the_garbage_collector_and_restores_it(enabled: bool) -> None:
+    import gc
+
+    from seglog.engine import recovery
+
+    seen: list[bool] = []
+
+    def attach(_t: object) -> None:
+        seen.append(gc.isenabled())
+        raise RuntimeError("stop here")
+
+    fs = FaultFs()
+    e = reopen(fs, CACHE)
+    e.put_topic("t", TopicConfig())
+    e.write("t", batch(0, 3))
+    e.snapshot()
+    e.close(snapshot=False)
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        with pytest.raises(RuntimeError, match="stop here"):
+            recovery.replay(
+                fs,
+                ROOT / "meta",
+                ROOT / "wal",
+                wal_shards=1,
+                clock=ManualClock(),
+                attach_segments=attach,
+            )
+        assert seen == [False]  # off while replaying
+        assert gc.isenabled() is enabled  # as it was, even when the replay fails
+    finally:
+        (gc.enable if was else gc.disable)()

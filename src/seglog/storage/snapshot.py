@@ -64,10 +64,12 @@ def body_checksum_ok(buf: Any) -> bool:
     return bool(xxhash.xxh3_64_intdigest(memoryview(buf)[_HEADER.size : end]) == checksum)
 
 
-class SnapshotRecord(msgspec.Struct, forbid_unknown_fields=True):
+class SnapshotRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     """One record of a §5.2 `records` array. `data` and `meta` are the JSON text exactly as
     the snapshot holds it (the engine wrote them from the compact text it stores); an
-    absent `meta` is an empty `Raw`."""
+    absent `meta` is an empty `Raw`. Not tracked by the garbage collector (`gc=False`: it
+    holds no containers, so it can be in no cycle): a snapshot decodes to millions of
+    them, and every full collection during the decode would walk them all again."""
 
     seq: int
     ts: int
