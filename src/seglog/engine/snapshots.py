@@ -9,6 +9,7 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -229,10 +230,13 @@ def _restore_raw(
         for a, b in spans:
             data[a:b] = [bytes(r.data) for r in records[a:b]]
             meta[a:b] = [bytes(r.meta) if len(r.meta) else None for r in records[a:b]]
-        sizes = [len(r.data) + len(r.meta) for r in records]
-        for k, r in enumerate(records):
-            if len(r.meta) == 4 and bytes(r.meta) == b"null":
-                sizes[k] -= 4  # counted as no meta, as below
+        data_lens = [len(r.data) for r in records]
+        meta_lens = [len(r.meta) for r in records]
+        sizes = list(map(operator.add, data_lens, meta_lens)) if any(meta_lens) else data_lens
+        if 4 in meta_lens:
+            for k, n in enumerate(meta_lens):
+                if n == 4 and bytes(records[k].meta) == b"null":
+                    sizes[k] -= 4  # counted as no meta, as below
     if b"null" in meta:  # a JSON null meta is no meta, as in a parsed body
         meta = [None if m == b"null" else m for m in meta]
     node = [r.node for r in records]

@@ -1,0 +1,88 @@
+"""Recovery and offline planning of a realistic data directory: records sealed into
+segments as the server's maintenance does, tagged, and a final snapshot (a clean stop).
+
+`bench_engine.py --recovery-only` measures replay of records that were never sealed; a
+real server seals every `segment_max_events` records, and recovery then reuses those
+segments (STORAGE §6 step 8). This measures, on one directory:
+
+- `plan`: `OfflineDir.open` of the topic (what the Spark offline reader's planner runs);
+- `open`: `Engine.open` of a copy of the directory (the server's start before "ready").
+
+    python benchmarks/bench_recovery_sealed.py --records 10000000 [--dir D] [--reps 2]
+
+With `--dir`, the directory is built once and reused (so two checkouts can be compared on
+the same bytes: run each with its `src` first on `PYTHONPATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from seglog.engine.engine import Engine, EngineOptions
+from seglog.engine.maintenance import Maintenance
+from seglog.model import Durability, RecordIn, TopicConfig
+from seglog.offline import OfflineDir
+
+BATCH = 10_000
+
+
+def build(root: Path, n: int) -> None:
+    e = Engine(EngineOptions(data_dir=root, wal_shards=2))
+    e.open()
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    seal = Maintenance(e)
+    t0 = time.perf_counter()
+    for b in range(n // BATCH):
+        e.write(
+            "t",
+            [
+                RecordIn.of({"i": b * BATCH + i, "name": "event-name", "v": 3.5}, tag=f"g{i % 8}")
+                for i in range(BATCH)
+            ],
+        )
+        if b % 20 == 19:
+            seal.run_once()
+    seal.run_once()
+    e.close()  # a clean stop: the final snapshot
+    print(f"built {n:,} records in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--dir", type=Path, help="build here once and reuse (default: a temp dir)")
+    ap.add_argument("--reps", type=int, default=2)
+    a = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="seglog-bench-rec-"))
+    root = a.dir or tmp / "data"
+    try:
+        if not (root / "meta").exists():
+            build(root, a.records)
+        for _ in range(a.reps):
+            t0 = time.perf_counter()
+            d = OfflineDir.open(root, None, int(time.time() * 1000), running=False)
+            dt = time.perf_counter() - t0
+            (view,) = d.topics()
+            del d
+            print(f"plan {view.count:,} records: {dt:.2f} s ({view.count / dt:,.0f} rec/s)")
+        for _ in range(a.reps):
+            copy = tmp / "copy"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(root, copy)
+            t0 = time.perf_counter()
+            e = Engine(EngineOptions(data_dir=copy, wal_shards=2))
+            e.open()
+            dt = time.perf_counter() - t0
+            count = e.topics["t"].count
+            e.close(snapshot=False)
+            print(f"open {count:,} records: {dt:.2f} s ({count / dt:,.0f} rec/s)", flush=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
