@@ -1,8 +1,12 @@
 """`seglog topics`: create refuses to replace an existing topic, alter changes only the fields
-given and prints the diff, describe is a panel on a terminal and JSON in a pipe."""
+given and prints the diff, describe is a panel on a terminal and JSON in a pipe, with the
+write rate seen between two looks at the head."""
 
 from __future__ import annotations
 
+import threading
+
+from seglog.cli.topics import WriteRate
 from seglog.client import Client
 from tests.cli.conftest import run_cli, run_cli_tty
 from tests.support.server import ServerProcess
@@ -58,3 +62,41 @@ def test_describe_is_a_panel_on_a_terminal_and_json_in_a_pipe(
     assert tty.code == 0, tty.stderr
     for text in ("topic jobsq", "KiB", "3.0 MiB", "ready 3, in flight 0", "durability"):
         assert text in tty.stdout, tty.stdout
+
+
+def test_write_rate_is_the_head_moved_over_the_window() -> None:
+    assert WriteRate.between(10, 60, 2.0) == WriteRate(25.0, 2.0)
+    assert WriteRate.between(5, 5, 1.0).records_per_s == 0.0
+    assert WriteRate.between(9, 3, 1.0).records_per_s == 0.0  # a recreated topic: no rate
+    assert str(WriteRate(1234.5, 1.0)) == "1,234.5 records/s (over 1.0 s)"
+
+
+def test_describe_shows_the_write_rate_without_marking_the_topic_read(
+    server: ServerProcess, client: Client
+) -> None:
+    client.put_topic("rated", {})
+    stop = threading.Event()
+
+    def write() -> None:
+        with Client(server.url) as w:
+            while not stop.is_set():
+                w.append("rated", [{"data": 1}] * 10)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        busy = run_cli("topics", "describe", "rated", "--rate-window", "0.5", url=server.url)
+    finally:
+        stop.set()
+        writer.join()
+    assert busy.code == 0, busy.stderr
+    rate = busy.json_lines()[0]["write_rate"]
+    assert rate["records_per_s"] > 0 and rate["window_s"] >= 0.5
+    quiet = run_cli("topics", "describe", "rated", "--rate-window", "0.2", url=server.url)
+    st = quiet.json_lines()[0]
+    assert st["write_rate"]["records_per_s"] == 0.0
+    assert st.get("last_read_ts") is None  # describing is not reading
+    off = run_cli("topics", "describe", "rated", "--rate-window", "0", url=server.url)
+    assert "write_rate" not in off.json_lines()[0]
+    tty = run_cli_tty("topics", "describe", "rated", "--rate-window", "0.1", url=server.url)
+    assert "write rate" in tty.stdout and "records/s" in tty.stdout, tty.stdout

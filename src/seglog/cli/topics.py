@@ -10,6 +10,7 @@ same topic's config (the API has no compare-and-set); the last PUT wins.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Annotated, Any
 
 import typer
@@ -62,6 +63,13 @@ MAX_DELIVERIES = Annotated[
 ]
 DEAD_LETTER = Annotated[
     str | None, typer.Option(help="Queue: topic for dead-lettered jobs ('none' to clear).")
+]
+RATE_WINDOW = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        help="Seconds between two looks at the head, for the write rate (0: no rate).",
+    ),
 ]
 LEASES_DURABLE = Annotated[
     bool | None, typer.Option(help="Queue: write lease events to the WAL (leases survive a crash).")
@@ -119,7 +127,24 @@ def topics_ls(
     stdout_console().print(table)
 
 
-def _panel(st: TopicState) -> Panel:
+@dataclasses.dataclass(frozen=True)
+class WriteRate:
+    """Seqs handed out per second between two looks at a topic's head (failed writes,
+    which leave holes, count too: it is the rate the head moves)."""
+
+    records_per_s: float
+    window_s: float
+
+    @staticmethod
+    def between(head_before: int, head_after: int, seconds: float) -> WriteRate:
+        moved = max(head_after - head_before, 0)
+        return WriteRate(moved / seconds if seconds > 0 else 0.0, seconds)
+
+    def __str__(self) -> str:
+        return f"{self.records_per_s:,.1f} records/s (over {self.window_s:.1f} s)"
+
+
+def _panel(st: TopicState, rate: WriteRate | None = None) -> Panel:
     state = Table.grid(padding=(0, 2))
     state.add_column(style="bold")
     state.add_column()
@@ -132,6 +157,8 @@ def _panel(st: TopicState) -> Panel:
         ("last write", iso_ms(st.last_write_ts)),
         ("last read", iso_ms(st.last_read_ts)),
     ]
+    if rate is not None:
+        rows.append(("write rate", str(rate)))
     if st.queue is not None:
         q = st.queue
         rows.append(
@@ -153,17 +180,33 @@ def _panel(st: TopicState) -> Panel:
 
 @app.command("describe")
 def topics_describe(
-    topic: TOPIC, url: URL = DEFAULT_URL, api_key: KEY = None, as_json: AS_JSON = False
+    topic: TOPIC,
+    url: URL = DEFAULT_URL,
+    api_key: KEY = None,
+    as_json: AS_JSON = False,
+    rate_window: RATE_WINDOW = 1.0,
 ) -> None:
-    """Show a topic's state (heads, count, size, queue counts) and config.
+    """Show a topic's state (heads, count, size, write rate, queue counts) and config.
 
-    A panel on a terminal, one JSON object when piped or with --json."""
+    A panel on a terminal, one JSON object when piped or with --json (the topic's state as
+    the API returns it, plus `write_rate`). The rate comes from looking at the head twice,
+    --rate-window apart, without marking the topic read."""
+    rate = None
     with client_errors(url), common.client(url, api_key) as c:
         st = c.get_topic(topic, touch=False)
+        if rate_window > 0:
+            t0 = time.monotonic()
+            time.sleep(rate_window)
+            before = st.head_seq
+            st = c.get_topic(topic, touch=False)
+            rate = WriteRate.between(before, st.head_seq, time.monotonic() - t0)
     if want_json(as_json):
-        emit_json(asdict(st))
+        out = asdict(st)
+        if rate is not None:
+            out["write_rate"] = dataclasses.asdict(rate)
+        emit_json(out)
     else:
-        stdout_console().print(_panel(st))
+        stdout_console().print(_panel(st, rate))
 
 
 @app.command("create")
