@@ -35,7 +35,7 @@ from pathlib import Path
 from seglog.core.segment_format import SegmentCorruption
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
-from seglog.engine.recovery import Replayed, replay
+from seglog.engine.recovery import Replayed, held_runs, replay
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
 from seglog.storage.fs import Fs, ReadOnlyFs, RealFs
@@ -225,7 +225,7 @@ class OfflineDir:
         """`replay`'s `held_payloads`: the sealed segments `_reconcile` reuses hold these
         seqs, and reads take them from there (`records` serves only the rest), so the
         snapshot's copies of their payloads are never needed."""
-        runs = [(i.first_seq, i.last_seq) for i in self._segments(topic_id) if i.last_seq <= head]
+        runs = held_runs(self._segments(topic_id), head)
         if runs:
             self._held_ids.add(topic_id)
         return runs

@@ -40,7 +40,7 @@ from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
 from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
-from seglog.storage.segment import list_topic_segments
+from seglog.storage.segment import SegmentInfo, list_topic_segments
 from seglog.storage.snapshot import (
     RECORDS_SKIPPED,
     SnapshotMark,
@@ -301,16 +301,23 @@ def held_by_segments(
     newest `payload_cache` seqs' (`TopicSegments.drop_cached_payloads`)."""
 
     def held(topic_id: int, head: int) -> HeldRuns:
-        infos = list_topic_segments(root, topic_id, cold_root, fs)
-        infos = [i for i in infos if i.last_seq <= head]
-        if not infos:
-            return ()
-        keep_from = max(i.last_seq for i in infos) + 1 - payload_cache
-        return sorted(
-            (i.first_seq, min(i.last_seq, keep_from - 1)) for i in infos if i.first_seq < keep_from
-        )
+        return held_runs(list_topic_segments(root, topic_id, cold_root, fs), head, payload_cache)
 
     return held
+
+
+def held_runs(
+    infos: Iterable[SegmentInfo], head: int, payload_cache: int = 0
+) -> list[tuple[int, int]]:
+    """The seq runs of the segments in `infos` that step 8 reuses at any head from `head`
+    on (last seq within it), without the newest `payload_cache` seqs, ascending."""
+    reused = [i for i in infos if i.last_seq <= head]
+    if not reused:
+        return []
+    keep_from = max(i.last_seq for i in reused) + 1 - payload_cache
+    return sorted(
+        (i.first_seq, min(i.last_seq, keep_from - 1)) for i in reused if i.first_seq < keep_from
+    )
 
 
 def _drop_orphan_routers(registry: Registry, routers: RouterTable) -> None:
