@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import functools
 import gc
-import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
@@ -29,9 +28,10 @@ from seglog.core.frame_bodies import (
     TopicCreateBody,
     TopicDeleteBody,
 )
+from seglog.core.frame_runs import append_runs
 from seglog.core.frame_scanner import RawFrame
 from seglog.core.frames import FrameType, WalFrame
-from seglog.core.payload_blob import decode_blob
+from seglog.core.payload_blob import decode_blob, decode_blobs
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -357,53 +357,77 @@ def _apply_all(rp: _Replay, chunks: Iterable[list[RawFrame]]) -> None:
     `_apply_control`, after the run before them. The record cap is applied after every
     append, as the live write path does after every publish: it counts live records, so it
     is not derivable from the head alone once deletes interleave with writes (SEMANTICS
-    §4.2) — capped topics take the per-record path."""
+    §4.2) — capped topics take the per-record path.
+
+    Each chunk is cut into `append_runs`: the first frame of a run is applied frame by
+    frame; when it started or extended the column run, the rest of the run can only
+    extend it too, and goes in as column slices (payloads decoded together)."""
     by_id = rp.registry.by_id
     persistent, caps = _replayed_topics(rp)
     run = _AppendRun()
     add_ts, add_data, add_meta = run.ts.append, run.data.append, run.meta.append
     add_node, add_tag = run.node.append, run.tag.append
     blob = decode_blob
-    for _end, ftype, flags, tid, seq, ts, node, tag, data in itertools.chain.from_iterable(chunks):
-        if ftype != _APPEND:
+
+    def apply_frames(frames: Iterable[RawFrame]) -> None:
+        nonlocal persistent, caps
+        for _end, ftype, flags, tid, seq, ts, node, tag, data in frames:
+            if ftype != _APPEND:
+                run.flush()
+                frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
+                _apply_control(rp, frame)
+                if ftype in _REGISTRY_FRAMES:
+                    persistent, caps = _replayed_topics(rp)
+                continue
+            if run.topic_id == tid and seq == run.next_seq:
+                d, m = blob(data)
+                add_ts(ts)
+                add_data(d)
+                add_meta(m)
+                add_node(node)
+                add_tag(tag)
+                run.next_seq = seq + 1
+                continue
+            if tid not in persistent:
+                continue
             run.flush()
-            frame = WalFrame(FrameType(ftype), flags, tid, seq, ts, node, tag, data)
-            _apply_control(rp, frame)
-            if ftype in _REGISTRY_FRAMES:
-                persistent, caps = _replayed_topics(rp)
-            continue
-        if run.topic_id == tid and seq == run.next_seq:
+            t = by_id[tid]
+            if seq <= t.head:
+                continue
+            if seq != t.head + 1:
+                # Seqs skipped in the WAL are holes: failed writes (SEMANTICS §3.1) or the
+                # padding of an earlier crash's head reservation (§6 step 4).
+                t.append_holes(seq - 1, ts)
             d, m = blob(data)
+            cap = caps.get(tid)
+            if cap is not None:
+                t.replay_slot(seq, ts, d, m, node, tag)
+                if t.count > cap:
+                    t.apply_record_cap()
+                continue
+            run.start(t, seq)
             add_ts(ts)
             add_data(d)
             add_meta(m)
             add_node(node)
             add_tag(tag)
-            run.next_seq = seq + 1
-            continue
-        if tid not in persistent:
-            continue
-        run.flush()
-        t = by_id[tid]
-        if seq <= t.head:
-            continue
-        if seq != t.head + 1:
-            # Seqs skipped in the WAL are holes: failed writes (SEMANTICS §3.1) or the
-            # padding of an earlier crash's head reservation (§6 step 4).
-            t.append_holes(seq - 1, ts)
-        d, m = blob(data)
-        cap = caps.get(tid)
-        if cap is not None:
-            t.replay_slot(seq, ts, d, m, node, tag)
-            if t.count > cap:
-                t.apply_record_cap()
-            continue
-        run.start(t, seq)
-        add_ts(ts)
-        add_data(d)
-        add_meta(m)
-        add_node(node)
-        add_tag(tag)
+
+    for chunk in chunks:
+        _, ftypes, _, tids, seqs, tss, nodes, tags, blobs = zip(*chunk, strict=True)
+        for a, b in append_runs(ftypes, tids, seqs):
+            if b - a == 1:
+                apply_frames(chunk[a:b])
+                continue
+            tid, seq = tids[a], seqs[a]
+            if tid not in persistent:
+                continue  # appends of a topic not replayed here (as frame by frame)
+            apply_frames(chunk[a : a + 1])
+            if run.topic_id != tid or run.next_seq != seq + 1:
+                apply_frames(chunk[a + 1 : b])  # skipped or capped: frame by frame
+                continue
+            data, meta = decode_blobs(blobs[a + 1 : b])
+            run.extend(tss[a + 1 : b], data, meta, nodes[a + 1 : b], tags[a + 1 : b])
+            run.next_seq = seqs[b - 1] + 1
     run.flush()
 
 
@@ -426,6 +450,20 @@ class _AppendRun:
     def start(self, t: TopicState, seq: int) -> None:
         self.topic, self.topic_id = t, t.topic_id
         self.first_seq, self.next_seq = seq, seq + 1
+
+    def extend(
+        self,
+        ts: Sequence[int],
+        data: list[bytes],
+        meta: list[bytes | None],
+        node: Sequence[str | None],
+        tag: Sequence[str | None],
+    ) -> None:
+        self.ts.extend(ts)
+        self.data.extend(data)
+        self.meta.extend(meta)
+        self.node.extend(node)
+        self.tag.extend(tag)
 
     def flush(self) -> None:
         t = self.topic
