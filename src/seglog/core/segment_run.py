@@ -47,9 +47,7 @@ _CLOSE = ord("}")
 Ints = npt.NDArray[np.int64]
 
 
-def verify_run(
-    chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints
-) -> tuple[Ints, Ints]:
+def verify_run(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> tuple[Ints, Ints]:
     """Verify the frames `first_seq, first_seq+1, ...` at `offsets` (relative to `chunk`)
     with the index's framed `lengths`, exactly as `run_blobs` does; returns each frame's
     payload blob bounds `(start, end)` in `chunk`."""
@@ -119,17 +117,7 @@ def split_blobs(chunk: bytes, starts: Ints, ends: Ints) -> tuple[list[bytes], li
     n = len(starts)
     if n == 0:
         return [], []
-    buf = np.frombuffer(chunk, np.uint8)
-    sliceable = (ends - starts >= 6) & (buf[ends - 1] == _CLOSE)
-    opening = buf[np.minimum(starts[:, None] + np.arange(5), len(chunk) - 1)]
-    sliceable &= (opening == _BLOB_OPEN).all(axis=1)
-    # `decode_blob` slices only a blob with no `"m"` after its opening: find every `"m"`
-    # in the chunk and send the frames holding one to the exact path.
-    quote_m = np.flatnonzero((buf[:-2] == 34) & (buf[1:-1] == 109) & (buf[2:] == 34))
-    if len(quote_m):
-        frame = np.searchsorted(starts, quote_m, side="right") - 1
-        inside = (frame >= 0) & (quote_m >= starts[frame] + 5) & (quote_m + 3 <= ends[frame])
-        sliceable[frame[inside]] = False
+    sliceable = blobs_sliceable(chunk, starts, ends)
     data_starts = (starts + 5).tolist()
     data_ends = (ends - 1).tolist()
     data = [chunk[a:b] for a, b in zip(data_starts, data_ends, strict=True)]
@@ -139,6 +127,27 @@ def split_blobs(chunk: bytes, starts: Ints, ends: Ints) -> tuple[list[bytes], li
         for i in np.flatnonzero(~sliceable).tolist():
             data[i], meta[i] = decode_blob(chunk[a_list[i] : e_list[i]])
     return data, meta
+
+
+def blobs_sliceable(chunk: bytes, starts: Ints, ends: Ints) -> npt.NDArray[np.bool_]:
+    """Which blobs `chunk[starts[i]:ends[i]]` `decode_blob` slices (`{"d":<data>}`, no
+    `"m"` after the opening): their data is `chunk[starts[i]+5 : ends[i]-1]`, no meta."""
+    n = len(starts)
+    if n == 0:
+        return np.zeros(0, np.bool_)
+    buf = np.frombuffer(chunk, np.uint8)
+    sliceable: npt.NDArray[np.bool_] = (ends - starts >= 6) & (buf[ends - 1] == _CLOSE)
+    opening = buf[np.minimum(starts[:, None] + np.arange(5), len(chunk) - 1)]
+    sliceable &= (opening == _BLOB_OPEN).all(axis=1)
+    # Find every `"m"` in the chunk and mark the blobs holding one after their opening.
+    if chunk.find(b'"m"') < 0:
+        return sliceable
+    quote_m = np.flatnonzero((buf[:-2] == 34) & (buf[1:-1] == 109) & (buf[2:] == 34))
+    if len(quote_m):
+        frame = np.searchsorted(starts, quote_m, side="right") - 1
+        inside = (frame >= 0) & (quote_m >= starts[frame] + 5) & (quote_m + 3 <= ends[frame])
+        sliceable[frame[inside]] = False
+    return sliceable
 
 
 @dataclass(slots=True)
@@ -184,11 +193,39 @@ def segment_del_flags(
     return (np.flatnonzero(flags == DEL_FLAG) + first_seq).tolist(), len(offsets)
 
 
-def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> SegmentColumns:
-    """A whole `.data` file's frames as columns, verified as `iter_frames` verifies them: the
-    index's entries must chain from offset 0 to the end of the file (so every byte of it is
-    in a verified frame), and each frame passes `verify_run`'s checks."""
-    n = len(offsets)
+@dataclass(slots=True)
+class SegmentLayout:
+    """Where the fields of every frame of a whole, verified segment lie in its `.data`
+    bytes (row `i` is seq `first_seq + i`): node `[node_at, node_at + node_len)` when
+    `has_node`, tag likewise, payload blob `[blob_start, blob_end)`. The frames' bytes
+    passed every check `iter_frames` makes except that node and tag are valid UTF-8,
+    which is for the reader that decodes them."""
+
+    first_seq: int
+    ts: npt.NDArray[np.uint64]
+    deleted: npt.NDArray[np.bool_]
+    has_node: npt.NDArray[np.bool_]
+    has_tag: npt.NDArray[np.bool_]
+    node_at: Ints
+    node_len: Ints
+    tag_at: Ints
+    tag_len: Ints
+    blob_start: Ints
+    blob_end: Ints
+
+    def __len__(self) -> int:
+        return len(self.ts)
+
+    @property
+    def seq(self) -> Ints:
+        return np.arange(self.first_seq, self.first_seq + len(self.ts), dtype=np.int64)
+
+
+def segment_layout(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> SegmentLayout:
+    """A whole `.data` file's frames located and verified as `iter_frames` verifies them
+    (but for UTF-8, see `SegmentLayout`): the index's entries must chain from offset 0 to
+    the end of the file (so every byte of it is in a verified frame), and each frame
+    passes `verify_run`'s checks."""
     offsets = offsets.astype(np.int64, copy=False)
     lengths = lengths.astype(np.int64, copy=False)
     if not _chained(data, offsets, lengths):
@@ -199,23 +236,43 @@ def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -
         )
     hdr, starts, ends = verify_headers(data, first_seq, offsets, lengths)
     flags = hdr["flags"]
-    if (flags & ~np.uint8(FLAG_TAG | FLAG_NODE)).any() or (
-        ((flags & FLAG_NODE) == 0) & (hdr["node_len"] != 0)
-    ).any() or (((flags & FLAG_TAG) == 0) & (hdr["tag_len"] != 0)).any():
+    if (
+        (flags & ~np.uint8(FLAG_TAG | FLAG_NODE)).any()
+        or (((flags & FLAG_NODE) == 0) & (hdr["node_len"] != 0)).any()
+        or (((flags & FLAG_TAG) == 0) & (hdr["tag_len"] != 0)).any()
+    ):
         list(iter_frames(data, first_seq))
         raise SegmentCorruption(f"segment corruption: bad flags from seq {first_seq}")
-    buf = np.frombuffer(data, np.uint8)
+    node_at = offsets + HEADER_SIZE
+    node_len = hdr["node_len"].astype(np.int64)
+    return SegmentLayout(
+        first_seq,
+        hdr["ts"].copy(),
+        np.frombuffer(data, np.uint8)[offsets + lengths - 1] == DEL_FLAG,
+        (flags & FLAG_NODE) != 0,
+        (flags & FLAG_TAG) != 0,
+        node_at,
+        node_len,
+        node_at + node_len,
+        hdr["tag_len"].astype(np.int64),
+        starts,
+        ends,
+    )
+
+
+def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> SegmentColumns:
+    """A whole `.data` file's frames as columns, verified as `iter_frames` verifies them
+    (`segment_layout`, and node and tag decoded as UTF-8)."""
+    lay = segment_layout(data, first_seq, offsets, lengths)
+    n = len(lay)
     node: list[str | None] = [None] * n
     tag: list[str | None] = [None] * n
-    names_at = offsets + HEADER_SIZE
-    node_len = hdr["node_len"].astype(np.int64)
-    tag_len = hdr["tag_len"].astype(np.int64)
     try:
-        for column, bit, lo, width in (
-            (node, FLAG_NODE, names_at, node_len),
-            (tag, FLAG_TAG, names_at + node_len, tag_len),
+        for column, present, lo, width in (
+            (node, lay.has_node, lay.node_at, lay.node_len),
+            (tag, lay.has_tag, lay.tag_at, lay.tag_len),
         ):
-            rows = np.flatnonzero(flags & bit).tolist()
+            rows = np.flatnonzero(present).tolist()
             a_list, w_list = lo.tolist(), width.tolist()
             for i in rows:
                 column[i] = data[a_list[i] : a_list[i] + w_list[i]].decode()
@@ -224,13 +281,5 @@ def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -
         raise SegmentCorruption(
             f"segment corruption: node/tag not UTF-8 from seq {first_seq}"
         ) from None
-    payload, meta = split_blobs(data, starts, ends)
-    return SegmentColumns(
-        np.arange(first_seq, first_seq + n, dtype=np.int64),
-        hdr["ts"].copy(),
-        buf[offsets + lengths - 1] == DEL_FLAG,
-        node,
-        tag,
-        payload,
-        meta,
-    )
+    payload, meta = split_blobs(data, lay.blob_start, lay.blob_end)
+    return SegmentColumns(lay.seq, lay.ts, lay.deleted, node, tag, payload, meta)

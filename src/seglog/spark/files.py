@@ -332,9 +332,12 @@ def _read_slice(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition, s: SegmentSlice
 ) -> Iterator[pa.RecordBatch]:
     """The live records of one sealed segment, built column by column from the segment's
-    bytes (every frame verified, also those not returned)."""
+    bytes (every frame verified, also those not returned): gathered by Arrow from the
+    bytes (`segment_table`) when every returned payload is in the sliced form, else
+    record by record."""
     from seglog.core.segment_format import SegmentCorruption
-    from seglog.storage.segment import read_segment_columns
+    from seglog.spark.segment_arrow import segment_table
+    from seglog.storage.segment import read_segment_columns, read_segment_layout
 
     seg = s.segment
     if not Path(seg.data_path).exists():
@@ -345,16 +348,26 @@ def _read_slice(
                 "vanished after planning (dropped by retention); re-run the read"
             )
     try:
-        cols = read_segment_columns(seg)
+        data, lay = read_segment_layout(seg)
+        rows = np.flatnonzero(~lay.deleted & in_ranges(lay.seq, s.live))
+        table = segment_table(data, lay, rows)
+        if table is None:
+            table = _table_of_columns(read_segment_columns(seg), rows, opts.include_meta)
+        else:  # no returned payload carries meta
+            table = table.append_column("meta", pa.nulls(len(rows), pa.string()))
     except SegmentCorruption as e:
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    keep = ~cols.deleted & in_ranges(cols.seq, s.live)
-    rows = np.flatnonzero(keep)
     if not len(rows):
         return
-    table = pa.table(
+    for chunk in table.to_batches(max_chunksize=ARROW_BATCH_ROWS):
+        yield page_batch(schema, p.topic, pa.Table.from_batches([chunk]), MAX_SEQ)
+
+
+def _table_of_columns(cols: Any, rows: npt.NDArray[np.int64], include_meta: bool) -> pa.Table:
+    """`segment_table`'s columns (and `meta`) from a segment decoded record by record."""
+    return pa.table(
         {
             "seq": pa.array(cols.seq[rows]),
             "ts": pa.array(cols.ts[rows].astype(np.int64)),
@@ -363,13 +376,11 @@ def _read_slice(
             "data": pa.array(cols.data, pa.binary()).view(pa.string()).take(rows),
             "meta": (
                 pa.array(cols.meta, pa.binary()).view(pa.string()).take(rows)
-                if opts.include_meta
+                if include_meta
                 else pa.nulls(len(rows), pa.string())
             ),
         }
     )
-    for chunk in table.to_batches(max_chunksize=ARROW_BATCH_ROWS):
-        yield page_batch(schema, p.topic, pa.Table.from_batches([chunk]), MAX_SEQ)
 
 
 def in_ranges(seqs: npt.NDArray[np.int64], ranges: Ranges) -> npt.NDArray[np.bool_]:

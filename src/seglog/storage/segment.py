@@ -52,10 +52,12 @@ from seglog.core.segment_format import (
 from seglog.core.segment_run import (
     Ints,
     SegmentColumns,
+    SegmentLayout,
     run_blobs_of,
     run_payloads,
     segment_columns,
     segment_del_flags,
+    segment_layout,
 )
 from seglog.storage.datadir import make_dirs_durably
 from seglog.storage.fs import Fs, RealFs, write_all_at, write_synced
@@ -516,3 +518,14 @@ def read_segment_columns(info: SegmentInfo, fs: Fs | None = None) -> SegmentColu
     idx = idx_view(fs.read_file(info.idx_path))
     _check_count(len(idx), info)
     return segment_columns(data, info.first_seq, idx["offset"], idx["len"])
+
+
+def read_segment_layout(info: SegmentInfo, fs: Fs | None = None) -> tuple[bytes, SegmentLayout]:
+    """One segment's `.data` bytes and where every frame's fields lie in them, every
+    checksum verified (node and tag not yet decoded: see `SegmentLayout`); raises
+    `SegmentCorruption`."""
+    fs = fs or RealFs()
+    data = fs.read_file(info.data_path)
+    idx = idx_view(fs.read_file(info.idx_path))
+    _check_count(len(idx), info)
+    return data, segment_layout(data, info.first_seq, idx["offset"], idx["len"])
