@@ -125,7 +125,9 @@ RECORDS_SKIPPED = "records_skipped"
 TopicPredicate = Callable[[str], bool]
 
 
-def _decode_typed(body: bytes, records_for: TopicPredicate | None) -> dict[str, Any] | None:
+def _decode_typed(
+    body: bytes | memoryview, records_for: TopicPredicate | None
+) -> dict[str, Any] | None:
     """The body with each topic's `records` as `SnapshotRecord`s (no dict, no parsed data
     value per record), or None when the body does not have exactly the §5.2 shape the
     engine writes (the caller then parses it generically). The records of topics that
@@ -155,9 +157,7 @@ def _lazy_entry(t: _LazyTopicEntry, records_for: TopicPredicate) -> dict[str, An
     return entry
 
 
-def decode_snapshot(
-    buf: bytes, records_for: TopicPredicate | None = None
-) -> dict[str, Any] | None:
+def decode_snapshot(buf: bytes, records_for: TopicPredicate | None = None) -> dict[str, Any] | None:
     """The body of a valid snapshot file, or None when any check fails. Records of the
     engine's own bodies come back as `SnapshotRecord`s, others as dicts. With
     `records_for`, only the topics it accepts get their records (the others none, and
@@ -167,7 +167,8 @@ def decode_snapshot(
     magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
     if magic != MAGIC or version != VERSION:
         return None
-    body = buf[_HEADER.size : _HEADER.size + body_len]
+    # A view, not a copy: a body can be a gigabyte (msgspec and orjson read views).
+    body = memoryview(buf)[_HEADER.size : _HEADER.size + body_len]
     if len(body) != body_len or xxhash.xxh3_64_intdigest(body) != checksum:
         return None
     try:
