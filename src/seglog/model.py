@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
 from seglog.errors import ErrorCode, SeglogError, invalid
+from seglog.wire_fields import I32, U64, TagPredicate, TopicName
 
 MAX_RECORD_BYTES = 1_048_576
 MAX_META_BYTES = 16_384
@@ -36,6 +37,8 @@ CLAIM_JITTER_MAX = 5000
 def clamp_lease(lease_ms: int) -> int:
     """A queue lease duration as stored and applied: `[100, 86400000]` ms (API §2.1, §9)."""
     return min(max(lease_ms, LEASE_MS_MIN), LEASE_MS_MAX)
+
+
 U64_MAX = 2**64 - 1
 
 
@@ -83,6 +86,28 @@ class Discard(StrEnum):
     REJECT = "reject"
 
 
+class TopicConfigFields(TypedDict):
+    """A topic's whole configuration on the wire, every field present (API §0.11)."""
+
+    type: TopicType
+    ttl_ms: U64
+    cap_records: U64
+    cap_bytes: U64
+    discard: Discard
+    durable: bool
+    durability: Durability
+    priority: I32 | None
+    auto_priority: bool
+    auto_create: bool
+    idempotency_window_ms: U64
+    dedupe_node: bool
+    lease_ms: U64
+    claim_jitter_ms: U64
+    max_deliveries: U64
+    dead_letter: TopicName | None
+    leases_durable: bool
+
+
 @dataclass(frozen=True, slots=True)
 class TopicConfig:
     """The full, normalized topic config (API §0.11). Field order is the wire order."""
@@ -112,16 +137,16 @@ class TopicConfig:
     def has_retention(self) -> bool:
         return self.ttl_ms > 0 or self.cap_records > 0 or self.cap_bytes > 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TopicConfigFields:
         """The wire/snapshot form, in the exact key order of API §0.11."""
         return {
-            "type": self.type.value,
+            "type": self.type,
             "ttl_ms": self.ttl_ms,
             "cap_records": self.cap_records,
             "cap_bytes": self.cap_bytes,
-            "discard": self.discard.value,
+            "discard": self.discard,
             "durable": self.durable,
-            "durability": self.durability.value,
+            "durability": self.durability,
             "priority": self.priority,
             "auto_priority": self.auto_priority,
             "auto_create": self.auto_create,
@@ -227,9 +252,9 @@ class Selector:
             return False
         return tag == self.value if self.op == "Eq" else tag.startswith(self.value)
 
-    def to_wire(self) -> list[str]:
-        """Canonical tuple form, e.g. `["tag","Glob","public:*"]`."""
-        return ["tag", self.op, self.value + "*" if self.op == "Glob" else self.value]
+    def to_wire(self) -> TagPredicate:
+        """Canonical tuple form, e.g. `["tag","Glob","public:*"]` (a JSON array)."""
+        return ("tag", self.op, self.value + "*" if self.op == "Glob" else self.value)
 
     @staticmethod
     def parse(obj: Any) -> Selector:
@@ -239,7 +264,7 @@ class Selector:
                 return Selector("Glob", obj[:-1])
             return Selector("Eq", obj)
         if (
-            isinstance(obj, list)
+            isinstance(obj, list | tuple)  # a tuple: `to_wire`'s own form, round-tripped
             and len(obj) == 3
             and obj[0] == "tag"
             and obj[1] in ("Eq", "Glob")
@@ -312,6 +337,17 @@ class TombstoneReason(StrEnum):
     SOURCE_TRIM = "source_trim"
 
 
+class TombstoneFields(TypedDict):
+    """A gap the reader skipped over, on the wire (API §4)."""
+
+    gap_from: U64
+    gap_to: U64
+    reason: TombstoneReason
+    missed_estimate: U64
+    earliest_seq: U64
+    head_seq: U64
+
+
 @dataclass(frozen=True, slots=True)
 class Tombstone:
     gap_from: int
@@ -321,11 +357,11 @@ class Tombstone:
     earliest_seq: int
     head_seq: int
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> TombstoneFields:
         return {
             "gap_from": self.gap_from,
             "gap_to": self.gap_to,
-            "reason": self.reason.value,
+            "reason": self.reason,
             "missed_estimate": self.missed_estimate,
             "earliest_seq": self.earliest_seq,
             "head_seq": self.head_seq,

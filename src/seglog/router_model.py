@@ -8,14 +8,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TypedDict
 
 from seglog.model import Selector
+from seglog.wire_fields import Predicate, RouterName, TopicName
 
 
 class Guarantee(StrEnum):
     AT_LEAST_ONCE = "at_least_once"
     EXACTLY_ONCE = "exactly_once"
+
+
+class RouterFields(TypedDict):
+    """A router's definition on the wire, as API §6.1/§6.2 show it."""
+
+    router: RouterName
+    source: TopicName
+    dest: TopicName
+    preserve_node: bool
+    preserve_tag: bool
+    filter: Predicate | None
+    allow_cycle: bool
+    guarantee: Guarantee
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +50,7 @@ class RouterSpec:
     def exactly_once(self) -> bool:
         return self.guarantee is Guarantee.EXACTLY_ONCE
 
-    def wire_fields(self) -> dict[str, Any]:
+    def wire_fields(self) -> RouterFields:
         """The definition as API §6.1/§6.2 show it, in their key order."""
         return {
             "router": self.name,
@@ -46,7 +60,7 @@ class RouterSpec:
             "preserve_tag": self.preserve_tag,
             "filter": None if self.filter is None else self.filter.to_wire(),
             "allow_cycle": self.allow_cycle,
-            "guarantee": self.guarantee.value,
+            "guarantee": self.guarantee,
         }
 
 

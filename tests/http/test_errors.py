@@ -3,6 +3,8 @@ OpenAPI document's error schema and path coverage (§12)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 import pytest
 
@@ -132,9 +134,16 @@ def test_openapi_covers_endpoint_index() -> None:
 
 
 def test_openapi_error_schema_lists_every_code() -> None:
-    err = OPENAPI["components"]["schemas"]["Error"]["properties"]["error"]
-    assert set(err["properties"]["code"]["enum"]) == {c.value for c in ErrorCode}
-    assert err["required"] == ["code", "message"]
+    schemas = OPENAPI["components"]["schemas"]
+
+    def resolve(s: dict[str, Any]) -> dict[str, Any]:
+        return schemas[s["$ref"].rsplit("/", 1)[1]] if "$ref" in s else s
+
+    envelope = schemas["Error"]
+    assert envelope["required"] == ["error"] and envelope["additionalProperties"] is False
+    err = resolve(envelope["properties"]["error"])
+    assert set(resolve(err["properties"]["code"])["enum"]) == {c.value for c in ErrorCode}
+    assert err["required"] == ["code", "message"] and err["additionalProperties"] is False
     statuses = {str(s) for s in STATUS.values()}
     assert {k[1:] for k in OPENAPI["components"]["responses"]} == statuses
 

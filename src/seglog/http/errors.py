@@ -7,12 +7,11 @@ header only when its `SeglogError.retry_after` is set.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from starlette.responses import Response
 
 from seglog.errors import ErrorCode, SeglogError
+from seglog.http.wire_types import Error, ErrorBody
 
 STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_REQUEST: 400,
@@ -56,10 +55,11 @@ def error_headers(err: SeglogError) -> dict[str, str]:
 
 
 def error_body(err: SeglogError) -> bytes:
-    inner: dict[str, Any] = {"code": err.code.value, "message": err.message or err.code.value}
+    inner: ErrorBody = {"code": err.code, "message": err.message or err.code.value}
     if err.detail is not None:
         inner["detail"] = err.detail
-    return orjson.dumps({"error": inner}, default=str)
+    body: Error = {"error": inner}
+    return orjson.dumps(body, default=str)
 
 
 def error_response(err: SeglogError) -> Response:

@@ -16,6 +16,7 @@ from seglog.http.auth import Scope
 from seglog.http.common import json_response, require
 from seglog.http.metrics_snapshot import collect
 from seglog.http.metrics_text import render_json, render_prometheus
+from seglog.http.wire_types import Health, Ready
 
 _STARTED = time.monotonic()
 
@@ -25,7 +26,7 @@ def uptime_ms() -> int:
 
 
 async def health(_request: Request) -> Response:
-    body = {"status": "ok", "version": seglog.__version__, "uptime_ms": uptime_ms()}
+    body: Health = {"status": "ok", "version": seglog.__version__, "uptime_ms": uptime_ms()}
     return json_response(orjson.dumps(body))
 
 
@@ -38,7 +39,7 @@ async def ready(request: Request) -> Response:
             {"replay_progress": round(db.replay_progress, 4)},
             retry_after=1,
         )
-    body = {"status": "ready", "wal_replay_complete": True, "topics": db.topic_count()}
+    body: Ready = {"status": "ready", "wal_replay_complete": True, "topics": db.topic_count()}
     return json_response(orjson.dumps(body))
 
 

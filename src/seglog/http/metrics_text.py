@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from seglog.http.wire_types import MetricsJson
+
 MAX_TOPIC_SERIES = 1000
 FSYNC_BUCKETS_US: tuple[int, ...] = (50, 100, 250, 500, 1000, 5000, 10000, 50000, 100000)
 """Upper bounds (µs) of the finite fsync-latency buckets; `+Inf` is `fsync_count`."""
@@ -111,55 +113,54 @@ def cumulative_buckets(latencies_us: list[int] | tuple[int, ...]) -> tuple[int, 
 
 def render_json(s: MetricsSnapshot) -> bytes:
     w = s.wal
-    return orjson.dumps(
-        {
-            "topics": s.topics,
-            "topics_ephemeral": s.topics_ephemeral,
-            "topics_memory": s.topics_memory,
-            "topics_disk": s.topics_disk,
-            "topics_fsync": s.topics_fsync,
-            "routers": s.routers,
-            "records_live": s.records_live,
-            "bytes_live": s.bytes_live,
-            "queue_topics": s.queue_topics,
-            "queue_leases_in_flight": s.queue_leases_in_flight,
-            "sse_connections": s.sse_connections,
-            "watch_sessions": s.watch_sessions,
-            "ready": s.ready,
-            "replay_progress": float(s.replay_progress),
-            "uptime_ms": s.uptime_ms,
-            "wal": {
-                "fsyncs": w.fsyncs,
-                "frames": w.frames,
-                "batches": w.batches,
-                "bytes_written": w.bytes_written,
-                "rotations": w.rotations,
-                "queue_depth": w.queue_depth,
-                "queue_depth_peak": w.queue_depth_peak,
-                "submit_full_total": w.submit_full_total,
-                "read_only": w.read_only,
-                "fsync_count": w.fsync_count,
-                "fsync_micros_total": w.fsync_micros_total,
+    body: MetricsJson = {
+        "topics": s.topics,
+        "topics_ephemeral": s.topics_ephemeral,
+        "topics_memory": s.topics_memory,
+        "topics_disk": s.topics_disk,
+        "topics_fsync": s.topics_fsync,
+        "routers": s.routers,
+        "records_live": s.records_live,
+        "bytes_live": s.bytes_live,
+        "queue_topics": s.queue_topics,
+        "queue_leases_in_flight": s.queue_leases_in_flight,
+        "sse_connections": s.sse_connections,
+        "watch_sessions": s.watch_sessions,
+        "ready": s.ready,
+        "replay_progress": float(s.replay_progress),
+        "uptime_ms": s.uptime_ms,
+        "wal": {
+            "fsyncs": w.fsyncs,
+            "frames": w.frames,
+            "batches": w.batches,
+            "bytes_written": w.bytes_written,
+            "rotations": w.rotations,
+            "queue_depth": w.queue_depth,
+            "queue_depth_peak": w.queue_depth_peak,
+            "submit_full_total": w.submit_full_total,
+            "read_only": w.read_only,
+            "fsync_count": w.fsync_count,
+            "fsync_micros_total": w.fsync_micros_total,
+        },
+        "delivery": {
+            "pressure_level": s.delivery.pressure_level,
+            "lag_ms": s.delivery.lag_ms,
+            "band_depths": list(s.delivery.band_depths),
+            "marked": s.delivery.marked,
+            "coalesced": s.delivery.coalesced,
+            "woken": s.delivery.woken,
+            "deferred_passes": s.delivery.deferred_passes,
+            "throttled_writes": s.delivery.throttled_writes,
+            "max_wait_ms": s.delivery.max_wait_ms,
+            "fanout": {
+                "broadcasts": s.delivery.fanout_broadcasts,
+                "served": s.delivery.fanout_served,
+                "handed": s.delivery.fanout_handed,
+                "woken": s.delivery.fanout_woken,
             },
-            "delivery": {
-                "pressure_level": s.delivery.pressure_level,
-                "lag_ms": s.delivery.lag_ms,
-                "band_depths": list(s.delivery.band_depths),
-                "marked": s.delivery.marked,
-                "coalesced": s.delivery.coalesced,
-                "woken": s.delivery.woken,
-                "deferred_passes": s.delivery.deferred_passes,
-                "throttled_writes": s.delivery.throttled_writes,
-                "max_wait_ms": s.delivery.max_wait_ms,
-                "fanout": {
-                    "broadcasts": s.delivery.fanout_broadcasts,
-                    "served": s.delivery.fanout_served,
-                    "handed": s.delivery.fanout_handed,
-                    "woken": s.delivery.fanout_woken,
-                },
-            },
-        }
-    )
+        },
+    }
+    return orjson.dumps(body)
 
 
 # --------------------------------------------------------------------------- Prometheus

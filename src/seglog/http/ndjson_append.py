@@ -26,6 +26,7 @@ from seglog.http.app_state import ServerState
 from seglog.http.body_fields import malformed
 from seglog.http.common import body_ended_early, elapsed_ms, json_response, started
 from seglog.http.json_body import parse_json_body
+from seglog.http.wire_types import NdjsonChunk, NdjsonWriteResponse
 from seglog.http.write_decode import decode_lines_fast
 from seglog.http.write_request import parse_record
 from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, RecordIn
@@ -43,7 +44,7 @@ def is_ndjson(content_type: str | None) -> bool:
 
 @dataclass
 class _Progress:
-    chunks: list[dict[str, int]] = field(default_factory=list)
+    chunks: list[NdjsonChunk] = field(default_factory=list)
     count: int = 0
     head_seq: int = 0
     created: bool = False
@@ -179,7 +180,7 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
         await commit(pending)
     if not progress.chunks:
         raise malformed("the body holds no record (one JSON record object per line)")
-    body = {
+    body: NdjsonWriteResponse = {
         "topic": name,
         "count": progress.count,
         "head_seq": progress.head_seq,

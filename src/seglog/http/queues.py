@@ -24,20 +24,39 @@ from seglog.http.queue_request import (
     parse_nack,
 )
 from seglog.http.topics import method_not_allowed
+from seglog.http.wire_types import (
+    AckResponse,
+    ClaimResponse,
+    ExtendResponse,
+    NackResponse,
+)
+from seglog.http.wire_types import Job as JobWire
 
 
-def job_object(topic: str | None, job: Job) -> dict[str, Any]:
-    """A leased job as `claim` and the `/work` stream show it (no `$node`)."""
+def job_object(job: Job) -> JobWire:
+    """A leased job as `claim` shows it (no `$node`); the `/work` stream puts its topic
+    first."""
     r = job.record
-    d: dict[str, Any] = {} if topic is None else {"topic": topic}
-    d["$seq"] = r.seq
-    d["lease_id"] = lease_wire_id(job.lease_id)
-    d["deadline"] = job.deadline
-    d["$ts"] = r.ts
-    if r.tag is not None:
-        d["$tag"] = r.tag
-    d["deliveries"] = job.deliveries
-    d["data"] = orjson.Fragment(r.data_json)
+    d: JobWire
+    if r.tag is None:
+        d = {
+            "$seq": r.seq,
+            "lease_id": lease_wire_id(job.lease_id),
+            "deadline": job.deadline,
+            "$ts": r.ts,
+            "deliveries": job.deliveries,
+            "data": orjson.Fragment(r.data_json),
+        }
+    else:
+        d = {
+            "$seq": r.seq,
+            "lease_id": lease_wire_id(job.lease_id),
+            "deadline": job.deadline,
+            "$ts": r.ts,
+            "$tag": r.tag,
+            "deliveries": job.deliveries,
+            "data": orjson.Fragment(r.data_json),
+        }
     if r.meta_json is not None:
         d["meta"] = orjson.Fragment(r.meta_json)
     return d
@@ -62,9 +81,9 @@ async def claim(request: Request) -> Response:
     db.queue_topic(name)  # 404, then 409, before the node checks (API §9.1)
     node = check_node(req.node)
     jobs, ready = await db.claim(name, Claimer(node, req.max), req.lease_ms)
-    body = {
+    body: ClaimResponse = {
         "topic": name,
-        "claimed": [job_object(None, j) for j in jobs],
+        "claimed": [job_object(j) for j in jobs],
         "count": len(jobs),
         "ready": ready,
         "performance": {"server_total_ms": elapsed_ms(t0)},
@@ -95,37 +114,41 @@ async def ack(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
     res, t0 = await _settle(request, "ack")
-    return _counted(res, "acked", t0)
+    body: AckResponse = {
+        "topic": res.topic,
+        "acked": len(res.done),
+        "skipped": res.skipped,
+        "ready": res.ready,
+        "in_flight": res.in_flight,
+        "performance": {"server_total_ms": elapsed_ms(t0)},
+    }
+    return json_response(orjson.dumps(body))
 
 
 async def nack(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
     res, t0 = await _settle(request, "nack")
-    return _counted(res, "nacked", t0)
+    body: NackResponse = {
+        "topic": res.topic,
+        "nacked": len(res.done),
+        "skipped": res.skipped,
+        "ready": res.ready,
+        "in_flight": res.in_flight,
+        "performance": {"server_total_ms": elapsed_ms(t0)},
+    }
+    return json_response(orjson.dumps(body))
 
 
 async def extend(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
     res, t0 = await _settle(request, "extend")
-    body = {
+    body: ExtendResponse = {
         "topic": res.topic,
         "extended": len(res.done),
         "skipped": res.skipped,
         "deadlines": {str(s): d for s, d in res.deadlines.items()},
-        "performance": {"server_total_ms": elapsed_ms(t0)},
-    }
-    return json_response(orjson.dumps(body))
-
-
-def _counted(res: SettleResult, field: str, t0: float) -> Response:
-    body = {
-        "topic": res.topic,
-        field: len(res.done),
-        "skipped": res.skipped,
-        "ready": res.ready,
-        "in_flight": res.in_flight,
         "performance": {"server_total_ms": elapsed_ms(t0)},
     }
     return json_response(orjson.dumps(body))

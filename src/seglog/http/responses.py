@@ -8,11 +8,25 @@ they are spliced back with `orjson.Fragment`, never re-encoded.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import cast
 
 import orjson
 
 from seglog.http.cursors import encode_cursor
+from seglog.http.wire_types import (
+    DeleteResponse,
+    DiffResponse,
+    DropTopicResponse,
+    Performance,
+    PutTopicResponse,
+    TopicList,
+    TopicState,
+    TopicSummary,
+    WriteResponse,
+)
+from seglog.http.wire_types import (
+    Record as RecordWire,
+)
 from seglog.model import (
     DeleteResult,
     DropTopicResult,
@@ -25,35 +39,48 @@ from seglog.model import (
 )
 
 
-def _perf(total_ms: float, **extra: float | int) -> dict[str, float | int]:
-    return {"server_total_ms": float(total_ms), **extra}
+def _perf(total_ms: float) -> Performance:
+    return {"server_total_ms": float(total_ms)}
 
 
 def encode_write_result(res: WriteResult, return_seqs: bool, total_ms: float) -> bytes:
-    body: dict[str, Any] = {
-        "topic": res.topic,
-        "first_seq": res.first_seq,
-        "last_seq": res.last_seq,
+    perf: Performance = {
+        "server_total_ms": float(total_ms),
+        "wal_append_ms": float(res.wal_append_ms),
+        "fsync_ms": float(res.fsync_ms),
     }
+    body: WriteResponse
     if return_seqs:
-        body["seqs"] = res.seqs
-    body.update(
-        head_seq=res.head_seq,
-        count=res.count,
-        created=res.created,
-        deduped=res.deduped,
-        performance=_perf(
-            total_ms, wal_append_ms=float(res.wal_append_ms), fsync_ms=float(res.fsync_ms)
-        ),
-    )
+        body = {
+            "topic": res.topic,
+            "first_seq": res.first_seq,
+            "last_seq": res.last_seq,
+            "seqs": res.seqs,
+            "head_seq": res.head_seq,
+            "count": res.count,
+            "created": res.created,
+            "deduped": res.deduped,
+            "performance": perf,
+        }
+    else:
+        body = {
+            "topic": res.topic,
+            "first_seq": res.first_seq,
+            "last_seq": res.last_seq,
+            "head_seq": res.head_seq,
+            "count": res.count,
+            "created": res.created,
+            "deduped": res.deduped,
+            "performance": perf,
+        }
     return orjson.dumps(body)
 
 
 def record_object(
     r: Record, include_tags: bool, include_meta: bool, include_data: bool = True
-) -> dict[str, Any]:
+) -> RecordWire:
     """A record as API §0.4 shows it; `data`/`meta` are spliced, not re-encoded."""
-    d: dict[str, Any] = {"$seq": r.seq, "$ts": r.ts}
+    d: RecordWire = {"$seq": r.seq, "$ts": r.ts}
     if r.node is not None:
         d["$node"] = r.node
     if include_tags and r.tag is not None:
@@ -107,7 +134,7 @@ def columns_array(cols: RecordColumns, include_tags: bool, include_meta: bool) -
     for seq, ts, node, tag, data, meta in zip(
         cols.seq, cols.ts, cols.node, cols.tag, cols.data, cols.meta, strict=True
     ):
-        d: dict[str, Any] = {"$seq": seq, "$ts": ts}
+        d: RecordWire = {"$seq": seq, "$ts": ts}
         if node is not None:
             d["$node"] = node
         if include_tags and tag is not None:
@@ -119,13 +146,15 @@ def columns_array(cols: RecordColumns, include_tags: bool, include_meta: bool) -
     return b"[" + b",".join(parts) + b"]"
 
 
-def read_result_fields(res: ReadResult, total_ms: float) -> dict[str, Any]:
-    """Every field of a diff response but `records` (API §4), in the wire's order."""
-    perf = _perf(total_ms, records_scanned=res.records_scanned)
+def read_result_fields(res: ReadResult, total_ms: float) -> DiffResponse:
+    """Every field of a diff response, `records` empty (API §4), in the wire's order (the
+    JSON encoder splices the records in)."""
+    perf: Performance = {"server_total_ms": float(total_ms), "records_scanned": res.records_scanned}
     if res.cold_segments_read > 0:
         perf["cold_segments_read"] = res.cold_segments_read
     return {
         "topic": res.topic,
+        "records": [],
         "next_from_seq": res.next_from_seq,
         "head_seq": res.head_seq,
         "earliest_seq": res.earliest_seq,
@@ -139,17 +168,18 @@ def read_result_fields(res: ReadResult, total_ms: float) -> dict[str, Any]:
 def encode_read_result(
     res: ReadResult, include_tags: bool, include_meta: bool, total_ms: float
 ) -> bytes:
-    fields = read_result_fields(res, total_ms)
+    body = read_result_fields(res, total_ms)
     if res.columns is not None:
         array = columns_array(res.columns, include_tags, include_meta)
     else:
         array = records_array(res.records, include_tags, include_meta)
-    records = orjson.Fragment(array)
-    return orjson.dumps({"topic": fields.pop("topic"), "records": records, **fields})
+    # The records were rendered as JSON text above: spliced in, not encoded again.
+    body["records"] = cast("list[RecordWire]", orjson.Fragment(array))
+    return orjson.dumps(body)
 
 
 def encode_topic_info(info: TopicInfo, total_ms: float) -> bytes:
-    body: dict[str, Any] = {
+    body: TopicState = {
         "topic": info.topic,
         "type": info.config.type.value,
         "head_seq": info.head_seq,
@@ -161,19 +191,21 @@ def encode_topic_info(info: TopicInfo, total_ms: float) -> bytes:
         "effective_priority": info.effective_priority,
         "last_write_ts": info.last_write_ts,
         "last_read_ts": info.last_read_ts,
+        "performance": _perf(total_ms),
     }
     queue = info.queue
     if queue is not None:
+        perf = body.pop("performance")  # type: ignore[misc]  # re-added last, as on the wire
         body["queue"] = {
             "ready": queue.ready,
             "in_flight": queue.in_flight,
             "dead_lettered": queue.dead_lettered,
         }
-    body["performance"] = _perf(total_ms)
+        body["performance"] = perf
     return orjson.dumps(body)
 
 
-def topic_summary(info: TopicInfo) -> dict[str, Any]:
+def topic_summary(info: TopicInfo) -> TopicSummary:
     """One row of `GET /v0/topics` (API §2.3)."""
     return {
         "topic": info.topic,
@@ -192,44 +224,44 @@ def encode_topic_summary(info: TopicInfo) -> bytes:
 
 def encode_topic_list(infos: Iterable[TopicInfo], next_after: str | None, total_ms: float) -> bytes:
     """`GET /v0/topics`; `next_cursor` only when `next_after` (last name of the page) is set."""
-    body: dict[str, Any] = {"topics": [topic_summary(i) for i in infos]}
+    topics = [topic_summary(i) for i in infos]
+    body: TopicList
     if next_after is not None:
-        body["next_cursor"] = encode_cursor(next_after)
-    body["performance"] = _perf(total_ms)
+        cursor = encode_cursor(next_after)
+        body = {"topics": topics, "next_cursor": cursor, "performance": _perf(total_ms)}
+    else:
+        body = {"topics": topics, "performance": _perf(total_ms)}
     return orjson.dumps(body)
 
 
 def encode_put_topic(res: PutTopicResult, total_ms: float) -> bytes:
-    return orjson.dumps(
-        {
-            "topic": res.topic,
-            "created": res.created,
-            "config": res.config.to_dict(),
-            "performance": _perf(total_ms),
-        }
-    )
+    body: PutTopicResponse = {
+        "topic": res.topic,
+        "created": res.created,
+        "config": res.config.to_dict(),
+        "performance": _perf(total_ms),
+    }
+    return orjson.dumps(body)
 
 
 def encode_drop_topic(res: DropTopicResult, total_ms: float) -> bytes:
-    return orjson.dumps(
-        {
-            "topic": res.topic,
-            "deleted": res.deleted,
-            "routers_removed": sorted(res.routers_removed),
-            "performance": _perf(total_ms),
-        }
-    )
+    body: DropTopicResponse = {
+        "topic": res.topic,
+        "deleted": res.deleted,
+        "routers_removed": sorted(res.routers_removed),
+        "performance": _perf(total_ms),
+    }
+    return orjson.dumps(body)
 
 
 def encode_delete_result(res: DeleteResult, total_ms: float) -> bytes:
-    return orjson.dumps(
-        {
-            "topic": res.topic,
-            "deleted": res.deleted,
-            "earliest_seq": res.earliest_seq,
-            "head_seq": res.head_seq,
-            "count": res.count,
-            "bytes": res.bytes,
-            "performance": _perf(total_ms),
-        }
-    )
+    body: DeleteResponse = {
+        "topic": res.topic,
+        "deleted": res.deleted,
+        "earliest_seq": res.earliest_seq,
+        "head_seq": res.head_seq,
+        "count": res.count,
+        "bytes": res.bytes,
+        "performance": _perf(total_ms),
+    }
+    return orjson.dumps(body)

@@ -8,8 +8,6 @@ shows a router only when its name, source and dest are all allowed for the key.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from starlette.requests import Request
 from starlette.responses import Response
@@ -28,10 +26,18 @@ from seglog.http.common import (
 from seglog.http.cursors import decode_cursor, encode_cursor
 from seglog.http.query_params import parse_page_size
 from seglog.http.router_request import parse_router
+from seglog.http.wire_types import (
+    DropRouterResponse,
+    Performance,
+    RouterList,
+    RouterResponse,
+    RouterRow,
+    RouterState,
+)
 from seglog.router_model import RouterInfo, RouterSpec
 
 
-def _perf(t0: float) -> dict[str, float]:
+def _perf(t0: float) -> Performance:
     return {"server_total_ms": elapsed_ms(t0)}
 
 
@@ -74,9 +80,19 @@ async def put_router(request: Request) -> Response:
     spec = parse_router(name, json_body(request, raw))
     _require_topics(p, spec)
     res = await st.db.put_router(spec)
-    body: dict[str, Any] = {"router": name, "created": res.created}
-    body |= {k: v for k, v in res.spec.wire_fields().items() if k != "router"}
-    body["performance"] = _perf(t0)
+    fields = res.spec.wire_fields()
+    body: RouterResponse = {
+        "router": name,
+        "created": res.created,
+        "source": fields["source"],
+        "dest": fields["dest"],
+        "preserve_node": fields["preserve_node"],
+        "preserve_tag": fields["preserve_tag"],
+        "filter": fields["filter"],
+        "allow_cycle": fields["allow_cycle"],
+        "guarantee": fields["guarantee"],
+        "performance": _perf(t0),
+    }
     return json_response(orjson.dumps(body), 201 if res.created else 200)
 
 
@@ -86,9 +102,11 @@ async def get_router(request: Request) -> Response:
     db = server_state(request).db
     _require_topics(p, db.router_spec(name))
     info = await db.get_router(name)
-    body = info.spec.wire_fields()
-    body["forwarded_total"] = info.forwarded_total
-    body["performance"] = _perf(t0)
+    body: RouterState = {
+        **info.spec.wire_fields(),
+        "forwarded_total": info.forwarded_total,
+        "performance": _perf(t0),
+    }
     return json_response(orjson.dumps(body))
 
 
@@ -100,11 +118,15 @@ async def delete_router(request: Request) -> Response:
     if spec is not None:
         _require_topics(p, spec)
     res = await db.delete_router(name)
-    body = {"router": res.router, "deleted": res.deleted, "performance": _perf(t0)}
+    body: DropRouterResponse = {
+        "router": res.router,
+        "deleted": res.deleted,
+        "performance": _perf(t0),
+    }
     return json_response(orjson.dumps(body))
 
 
-def _row(info: RouterInfo) -> dict[str, Any]:
+def _row(info: RouterInfo) -> RouterRow:
     s = info.spec
     return {
         "router": s.name,
@@ -125,7 +147,7 @@ async def list_routers(request: Request) -> Response:
     page_size = parse_page_size(q.get("page_size"))
     after = decode_cursor(q.get("cursor"))
     db = server_state(request).db
-    rows: list[dict[str, Any]] = []
+    rows: list[RouterRow] = []
     more = True
     last = after
     while len(rows) < page_size and more:
@@ -138,8 +160,9 @@ async def list_routers(request: Request) -> Response:
             for i in page
             if p.allows(i.spec.name) and p.allows(i.spec.source) and p.allows(i.spec.dest)
         ]
-    body: dict[str, Any] = {"routers": rows}
+    body: RouterList
     if more and last is not None:
-        body["next_cursor"] = encode_cursor(last)
-    body["performance"] = _perf(t0)
+        body = {"routers": rows, "next_cursor": encode_cursor(last), "performance": _perf(t0)}
+    else:
+        body = {"routers": rows, "performance": _perf(t0)}
     return json_response(orjson.dumps(body))

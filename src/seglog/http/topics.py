@@ -30,6 +30,7 @@ from seglog.http.responses import (
     topic_summary,
 )
 from seglog.http.topic_config import parse_config
+from seglog.http.wire_types import Performance, TopicList, TopicSummary
 from seglog.http.write_decode import decode_write_fast
 from seglog.http.write_request import WriteRequest, check_idempotency_key, parse_write
 
@@ -139,7 +140,7 @@ async def list_topics(request: Request) -> Response:
     after = decode_cursor(q.get("cursor"))
     touch = parse_bool_query(q.get("touch"), False)
     db = server_state(request).db
-    rows: list[object] = []
+    rows: list[TopicSummary] = []
     more = True
     last: str | None = after
     while len(rows) < page_size and more:
@@ -148,8 +149,10 @@ async def list_topics(request: Request) -> Response:
             break
         last = page[-1].topic
         rows.extend(topic_summary(info) for info in page if p.allows(info.topic))
-    body: dict[str, object] = {"topics": rows}
+    body: TopicList
+    perf: Performance = {"server_total_ms": elapsed_ms(t0)}
     if more and last is not None:
-        body["next_cursor"] = encode_cursor(last)
-    body["performance"] = {"server_total_ms": elapsed_ms(t0)}
+        body = {"topics": rows, "next_cursor": encode_cursor(last), "performance": perf}
+    else:
+        body = {"topics": rows, "performance": perf}
     return json_response(orjson.dumps(body))

@@ -22,6 +22,7 @@ from seglog.http.common import elapsed_ms, json_body, json_response, read_body, 
 from seglog.http.watch_request import parse_watch
 from seglog.http.watch_sessions import SESSION_TTL_MS, WatchSession
 from seglog.http.watch_stream import WatchStream
+from seglog.http.wire_types import WatchCursor, WatchResponse
 
 SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -45,7 +46,7 @@ async def create(request: Request) -> Response:
             )
     lenient = request.query_params.get("lenient", "").lower() in ("true", "1")
     cursors: dict[str, int] = {}
-    described: dict[str, dict[str, int]] = {}
+    described: dict[str, WatchCursor] = {}
     for name, start in req.topics.items():
         try:
             info = await st.db.get_topic(name, touch=False)
@@ -65,7 +66,7 @@ async def create(request: Request) -> Response:
     owner = who.key_id if st.keyring.enabled else None
     options = {name: req.options.for_topic(req.topics[name]) for name in cursors}
     session = st.watch.create(owner, options, req.heartbeat_ms, cursors)
-    body = {
+    body: WatchResponse = {
         "wid": session.wid,
         "stream_url": f"/v0/watch/{session.wid}",
         "session_ttl_ms": SESSION_TTL_MS,

@@ -83,7 +83,7 @@ class WorkStream:
                     return
                 raise
             for job in jobs:
-                body = orjson.dumps(job_object(name, job))
+                body = orjson.dumps({"topic": name, **job_object(job)})
                 await send(frame("job", body, str(job.record.seq)))
             if jobs:
                 last_sent = self.clock.monotonic()
