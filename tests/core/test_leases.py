@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seglog.core.frame_bodies import LEASE_CLAIMED
-from seglog.core.leases import Claimer, LeaseBook, LeaseEvent
+from seglog.core.leases import Claimer, CountLive, LeaseBook, LeaseEvent, Live
 
 NODES = ("a", "b", "c")
 Op = tuple[Any, ...]
@@ -60,6 +60,10 @@ op = st.one_of(
     st.tuples(st.just("advance"), st.integers(0, 4)),
     st.tuples(st.just("evict"), st.integers(1, 30)),
 )
+
+
+def count_live(live: Live) -> CountLive:
+    return lambda seqs: sum(1 for s in seqs if live(s))
 
 
 def _expire(w: World, now: int) -> None:
@@ -165,7 +169,7 @@ def test_after_every_lease_and_delay_ran_out_every_live_unacked_job_is_claimable
 ) -> None:
     book, w, now = run(ops)
     now += 10  # past every deadline (lease 2..5 ms) and nack delay (≤ 3 ms)
-    c = book.counts(now, sum(1 for s in range(1, w.head + 1) if w.live(s)), w.live)
+    c = book.counts(now, sum(1 for s in range(1, w.head + 1) if w.live(s)), count_live(w.live))
     assert c.in_flight == 0
     out = book.claim([Claimer("z", 1000)], now, 100, w.head, w.live)
     got = [g.seq for g in out.grants]
@@ -178,7 +182,7 @@ def test_after_every_lease_and_delay_ran_out_every_live_unacked_job_is_claimable
 def test_counts_partition_the_live_jobs(ops: list[Op]) -> None:
     book, w, now = run(ops)
     live = [s for s in range(1, w.head + 1) if w.live(s)]
-    c = book.counts(now, len(live), w.live)
+    c = book.counts(now, len(live), count_live(w.live))
     delayed = {s for s, at in book.delayed().items() if s not in book.leases and w.live(s)}
     assert c.in_flight == sum(1 for s in book.leases if w.live(s))
     assert c.ready + c.in_flight + len(delayed) == len(live)
@@ -229,7 +233,7 @@ def test_nack_delay_holds_the_job_back_until_due() -> None:
     book.claim([Claimer("a", 1)], 0, 1000, 1, live)
     book.nack("a", [1], [], 0, 50)
     assert book.claim([Claimer("a", 1)], 49, 1000, 1, live).grants == []
-    assert book.counts(49, 1, live).ready == 0
+    assert book.counts(49, 1, count_live(live)).ready == 0
     assert [g.seq for g in book.claim([Claimer("a", 1)], 50, 1000, 1, live).grants] == [1]
 
 

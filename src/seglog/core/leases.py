@@ -15,12 +15,13 @@ entries (a lease acked, released or extended since) are recognised and dropped.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from seglog.core.frame_bodies import LEASE_ACKED, LEASE_CLAIMED, LEASE_EXTENDED, LEASE_RELEASED
 
 Live = Callable[[int], bool]
+CountLive = Callable[[Collection[int]], int]
 
 
 @dataclass(slots=True)
@@ -126,11 +127,13 @@ class LeaseBook:
         """Leases delivered on `conn` (call after a sweep: all of them are un-expired)."""
         return len(self._by_conn.get(conn, ()))
 
-    def counts(self, now: int, live_count: int, live: Live) -> Counts:
-        """SEMANTICS §10.5 (sweeps first)."""
+    def counts(self, now: int, live_count: int, count_live: CountLive) -> Counts:
+        """SEMANTICS §10.5 (sweeps first). `count_live(seqs)`: how many of `seqs` are live
+        jobs (a whole collection at once: a busy queue holds hundreds of leases, and
+        every claim and ack answers with these counts)."""
         self.sweep(now)
-        leased = sum(1 for s in self.leases if live(s))
-        delayed = sum(1 for s in self._delay_at if s not in self.leases and live(s))
+        leased = count_live(self.leases.keys())
+        delayed = count_live([s for s in self._delay_at if s not in self.leases])
         return Counts(max(live_count - leased - delayed, 0), leased)
 
     def reclaimable(self) -> list[int]:

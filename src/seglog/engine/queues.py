@@ -129,7 +129,7 @@ def book_of(t: TopicState) -> LeaseBook:
 def counts_of(t: TopicState, now: int) -> QueueCounts:
     """SEMANTICS §10.5, under `t.lock`."""
     book = book_of(t)
-    c = book.counts(now, t.count, t.liveness())
+    c = book.counts(now, t.count, t.count_live)
     return QueueCounts(c.ready, c.in_flight, book.dead_lettered)
 
 

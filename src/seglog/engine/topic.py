@@ -18,7 +18,7 @@ import builtins
 import threading
 from bisect import bisect_left
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -319,6 +319,20 @@ class TopicState:
             return lo <= i < n and not dead[i]
 
         return live
+
+    def count_live(self, seqs: Collection[int]) -> int:
+        """How many of `seqs` are live (`is_live` of each), counted with numpy over the
+        dead flags when there are many."""
+        n = len(seqs)
+        if n < 32:
+            live = self.liveness()
+            return sum(1 for s in seqs if live(s))
+        at = np.fromiter(seqs, np.int64, n) - self.origin
+        lo = max(self.earliest() - self.origin, self.front)
+        at = at[(at >= lo) & (at < len(self.ts))]
+        # A copy of the picked flags, not a view kept: `dead` must stay resizable.
+        dead_picked = np.frombuffer(self.dead, np.uint8)[at]
+        return int(len(at) - np.count_nonzero(dead_picked))
 
     def kill(self, seq: int) -> int:
         """Mark a live slot deleted; returns its bytes (or -1 if it was not live)."""
