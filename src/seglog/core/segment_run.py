@@ -135,14 +135,20 @@ def blobs_sliceable(chunk: bytes, starts: Ints, ends: Ints) -> npt.NDArray[np.bo
     n = len(starts)
     if n == 0:
         return np.zeros(0, np.bool_)
+    if len(chunk) < 6:  # no blob of 6 bytes fits: none is sliceable
+        return np.zeros(n, np.bool_)
     buf = np.frombuffer(chunk, np.uint8)
     sliceable: npt.NDArray[np.bool_] = (ends - starts >= 6) & (buf[ends - 1] == _CLOSE)
-    opening = buf[np.minimum(starts[:, None] + np.arange(5), len(chunk) - 1)]
-    sliceable &= (opening == _BLOB_OPEN).all(axis=1)
-    # Find every `"m"` in the chunk and mark the blobs holding one after their opening.
-    if chunk.find(b'"m"') < 0:
-        return sliceable
-    quote_m = np.flatnonzero((buf[:-2] == 34) & (buf[1:-1] == 109) & (buf[2:] == 34))
+    # The opening, a byte at a time (a blob starting in the last 5 bytes is too short for
+    # the check above, so clamping its start only keeps the reads in bounds).
+    at = np.minimum(starts, len(chunk) - 5)
+    for k in range(5):
+        sliceable &= buf[at + k] == _BLOB_OPEN[k]
+    # Find every `"m"` in the chunk (from its `m`s: one pass over the bytes, cheaper than
+    # a substring search where quotes abound) and mark the blobs holding one after their
+    # opening.
+    m_at = np.flatnonzero(buf[1:-1] == 109) + 1
+    quote_m = m_at[(buf[m_at - 1] == 34) & (buf[m_at + 1] == 34)] - 1
     if len(quote_m):
         frame = np.searchsorted(starts, quote_m, side="right") - 1
         inside = (frame >= 0) & (quote_m >= starts[frame] + 5) & (quote_m + 3 <= ends[frame])

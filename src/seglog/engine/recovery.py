@@ -413,6 +413,8 @@ def _apply_all(rp: _Replay, chunks: Iterable[list[RawFrame]]) -> None:
             add_tag(tag)
 
     for chunk in chunks:
+        if not chunk:
+            continue
         _, ftypes, _, tids, seqs, tss, nodes, tags, blobs = zip(*chunk, strict=True)
         for a, b in append_runs(ftypes, tids, seqs):
             if b - a == 1:
