@@ -35,7 +35,7 @@ def naive_runs(ftypes: list[int], tids: list[int], seqs: list[int]) -> list[tupl
 
 FRAME = st.tuples(
     st.sampled_from([APPEND, APPEND, APPEND, int(FrameType.DELETE), int(FrameType.LEASE)]),
-    st.integers(1, 3),
+    st.sampled_from([1, 2, 2**63, U64_MAX]),  # topic ids are u64 too
     st.integers(0, 2),  # small seq steps: runs, repeats and gaps all occur
 )
 

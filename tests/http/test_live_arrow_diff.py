@@ -116,6 +116,7 @@ def test_arrow_diff_answers_what_the_json_diff_answers(
     assert set(table.column_names) == {"seq", "ts", "node", "data"} | (
         {"tag"} if read["include_tags"] else set()
     ) | ({"meta"} if read["include_meta"] else set())
+    assert set(fields) == set(want) - {"records"}  # the scalars, exactly (API §13.1)
     for key in ("topic", "next_from_seq", "head_seq", "earliest_seq", "caught_up", "lag"):
         assert fields[key] == want[key], key
     assert fields["tombstone"] == want["tombstone"]

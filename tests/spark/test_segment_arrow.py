@@ -5,6 +5,7 @@ rows whenever the gather answers, and it declines exactly where it cannot vouch.
 from __future__ import annotations
 
 import struct
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -13,12 +14,24 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.core.frames import FrameError
 from seglog.core.payload_blob import encode_blob
 from seglog.core.segment_format import SegmentCorruption, SegmentRecord, encode_segment, idx_view
-from seglog.core.segment_run import blobs_sliceable, segment_columns, segment_layout
-from seglog.spark.files import _table_of_columns
+from seglog.core.segment_run import (
+    blobs_sliceable,
+    segment_columns,
+    segment_columns_of,
+    segment_layout,
+)
+from seglog.spark.errors import SeglogCorruptionError
+from seglog.spark.files import SegmentPartition, SegmentSlice, _table_of_columns, read_segment
+from seglog.spark.options import parse_files_options
+from seglog.spark.schema import arrow_schema
 from seglog.spark.segment_arrow import segment_table, spans_array
+from seglog.storage.segment import list_topic_segments
 from tests.core.test_segment_run import whole_segments
+from tests.spark.test_files_units import write_segment
+from tests.spark.test_logic import SPARK_SCHEMA
 
 
 def layout_of(recs: list[SegmentRecord], first: int) -> tuple[bytes, np.ndarray]:
@@ -36,9 +49,8 @@ def test_gathered_columns_are_the_decoded_columns(seg: tuple, draw: st.DataObjec
     table = segment_table(data, lay, rows)
     cols = segment_columns(data, first, idx["offset"], idx["len"])
     expected = _table_of_columns(cols, rows, include_meta=True)
-    sliced = blobs_sliceable(data, lay.blob_start, lay.blob_end)[rows]
-    if not sliced.all():  # a returned payload with meta or in a foreign shape
-        assert table is None
+    if not blobs_sliceable(data, lay.blob_start, lay.blob_end).all():
+        assert table is None  # a payload with meta or in a foreign shape, returned or not
         return
     assert table is not None
     assert all(m is None for m in expected.column("meta").to_pylist())
@@ -72,3 +84,21 @@ def test_spans_array_gathers_ascending_spans() -> None:
     got = spans_array(buf, starts, ends, np.array([3, 0, 1, 2], np.int64))
     assert got.to_pylist() == [b"hij", b"ab", b"", b"def"]
     assert spans_array(buf, starts, ends, np.array([], np.int64)).to_pylist() == []
+
+
+def test_a_bad_payload_fails_the_read_even_in_a_frame_not_returned(tmp_path: Path) -> None:
+    recs = [
+        SegmentRecord(1, 10, None, None, encode_blob(b"1", None), False),
+        SegmentRecord(2, 11, None, None, b"not json", True),  # deleted: never returned
+    ]
+    data, idx = layout_of(recs, 1)
+    lay = segment_layout(data, 1, idx["offset"], idx["len"])  # checksums hold
+    assert segment_table(data, lay, np.array([0])) is None
+    with pytest.raises(FrameError):
+        segment_columns_of(data, lay)
+    write_segment(tmp_path, 7, recs)
+    (seg,) = list_topic_segments(tmp_path, 7, None)
+    part = SegmentPartition("t", 7, (SegmentSlice(1, 2, seg, ((1, 1),)),))
+    opts = parse_files_options({"path": str(tmp_path), "topics": "t"})
+    with pytest.raises(SeglogCorruptionError, match="corrupt segment"):
+        list(read_segment(opts, arrow_schema(SPARK_SCHEMA), part))

@@ -28,7 +28,7 @@ def append_runs(
     if n < 2:
         return [(0, n)] if n else []
     ft = np.fromiter(ftypes, np.int64, n)
-    tid = np.fromiter(topic_ids, np.int64, n)
+    tid = np.fromiter(topic_ids, np.uint64, n)
     seq = np.fromiter(seqs, np.uint64, n)
     is_append = ft == _APPEND
     # u64 steps wrap: the one wrapped step of 1 (from the largest u64 to 0) is not a join.

@@ -115,6 +115,7 @@ def _scan_chunk(
     xxh = _xxh
     types = _FRAME_TYPES
     min_framed, min_len, hdr_size, sections = _MIN_FRAMED, MIN_FRAME_LEN, HEADER_SIZE, 3
+    flag_node, flag_tag = FLAG_NODE, FLAG_TAG
     append_type = int(FrameType.APPEND)
     for _ in range(limit):
         if size - off < min_framed:
@@ -130,9 +131,11 @@ def _scan_chunk(
             or xxh(mv[off + 4 : chk_at]) != unpack_u64(mv, chk_at)[0]
         ):
             return out, off, True
-        if flags & sections:  # has_node | has_tag
+        if flags & sections:  # has_node | has_tag (`_sections`, inlined: the hot loop)
+            p = off + hdr_size
             try:
-                node, tag = _sections(src, off + hdr_size, flags, nl, tl)
+                node = src[p : p + nl].decode() if flags & flag_node else None
+                tag = src[p + nl : p + nl + tl].decode() if flags & flag_tag else None
             except UnicodeDecodeError:
                 return out, off, True
         else:

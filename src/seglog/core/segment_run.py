@@ -269,7 +269,14 @@ def segment_layout(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) ->
 def segment_columns(data: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> SegmentColumns:
     """A whole `.data` file's frames as columns, verified as `iter_frames` verifies them
     (`segment_layout`, and node and tag decoded as UTF-8)."""
-    lay = segment_layout(data, first_seq, offsets, lengths)
+    return segment_columns_of(data, segment_layout(data, first_seq, offsets, lengths))
+
+
+def segment_columns_of(data: bytes, lay: SegmentLayout) -> SegmentColumns:
+    """`segment_columns` of a segment already located (`segment_layout` of `data`): node
+    and tag decoded as UTF-8 (`SegmentCorruption` if one is not), every payload decoded
+    (`FrameError` if one is not a payload blob)."""
+    first_seq = lay.first_seq
     n = len(lay)
     node: list[str | None] = [None] * n
     tag: list[str | None] = [None] * n

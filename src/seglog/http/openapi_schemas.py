@@ -34,11 +34,31 @@ def ref(name: str) -> Schema:
     return {"$ref": _REF.format(name=name)}
 
 
+# Components named after the model's value rather than its typed dict (which cannot take
+# the model class's own name): the names the document has always used.
+_RENAMED = {"TopicConfigFields": "TopicConfig", "TombstoneFields": "Tombstone"}
+
+
+def _renamed(node: Any) -> Any:
+    if isinstance(node, dict):
+        out = {k: _renamed(v) for k, v in node.items()}
+        target = out.get("$ref")
+        if isinstance(target, str):
+            name = target.rsplit("/", 1)[1]
+            out["$ref"] = _REF.format(name=_RENAMED.get(name, name))
+        if out.get("title") in _RENAMED:
+            out["title"] = _RENAMED[out["title"]]
+        return out
+    if isinstance(node, list):
+        return [_renamed(v) for v in node]
+    return node
+
+
 def _generate() -> dict[str, Schema]:
     _, components = msgspec.json.schema_components(DOCUMENTED, ref_template=_REF)
     for name in _CLOSED:
         components[name]["additionalProperties"] = False
-    return components
+    return {_RENAMED.get(k, k): _renamed(v) for k, v in components.items()}
 
 
 SCHEMAS: dict[str, Schema] = _generate()

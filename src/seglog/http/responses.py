@@ -16,6 +16,7 @@ from seglog.http.cursors import encode_cursor
 from seglog.http.wire_types import (
     DeleteResponse,
     DiffResponse,
+    DiffScalars,
     DropTopicResponse,
     Performance,
     PutTopicResponse,
@@ -146,15 +147,13 @@ def columns_array(cols: RecordColumns, include_tags: bool, include_meta: bool) -
     return b"[" + b",".join(parts) + b"]"
 
 
-def read_result_fields(res: ReadResult, total_ms: float) -> DiffResponse:
-    """Every field of a diff response, `records` empty (API §4), in the wire's order (the
-    JSON encoder splices the records in)."""
+def read_result_fields(res: ReadResult, total_ms: float) -> DiffScalars:
+    """Every field of a diff response but `records` (API §4), in the wire's order."""
     perf: Performance = {"server_total_ms": float(total_ms), "records_scanned": res.records_scanned}
     if res.cold_segments_read > 0:
         perf["cold_segments_read"] = res.cold_segments_read
     return {
         "topic": res.topic,
-        "records": [],
         "next_from_seq": res.next_from_seq,
         "head_seq": res.head_seq,
         "earliest_seq": res.earliest_seq,
@@ -168,13 +167,23 @@ def read_result_fields(res: ReadResult, total_ms: float) -> DiffResponse:
 def encode_read_result(
     res: ReadResult, include_tags: bool, include_meta: bool, total_ms: float
 ) -> bytes:
-    body = read_result_fields(res, total_ms)
+    f = read_result_fields(res, total_ms)
     if res.columns is not None:
         array = columns_array(res.columns, include_tags, include_meta)
     else:
         array = records_array(res.records, include_tags, include_meta)
-    # The records were rendered as JSON text above: spliced in, not encoded again.
-    body["records"] = cast("list[RecordWire]", orjson.Fragment(array))
+    body: DiffResponse = {
+        "topic": f["topic"],
+        # Rendered as JSON text above: spliced in, not encoded again.
+        "records": cast("list[RecordWire]", orjson.Fragment(array)),
+        "next_from_seq": f["next_from_seq"],
+        "head_seq": f["head_seq"],
+        "earliest_seq": f["earliest_seq"],
+        "caught_up": f["caught_up"],
+        "tombstone": f["tombstone"],
+        "lag": f["lag"],
+        "performance": f["performance"],
+    }
     return orjson.dumps(body)
 
 

@@ -142,6 +142,20 @@ class DiffRequest(TypedDict, total=False):
     max_batch_bytes: U64
 
 
+class DiffScalars(TypedDict):
+    """Every field of a diff answer but `records`: the JSON answer's, and the Arrow
+    answer's `seglog` schema metadata (API §13.1)."""
+
+    topic: str
+    next_from_seq: U64
+    head_seq: U64
+    earliest_seq: U64
+    caught_up: bool
+    tombstone: Tombstone | None
+    lag: U64
+    performance: Performance
+
+
 class DiffResponse(TypedDict):
     topic: str
     records: list[Record]

@@ -335,9 +335,11 @@ def _read_slice(
     bytes (every frame verified, also those not returned): gathered by Arrow from the
     bytes (`segment_table`) when every returned payload is in the sliced form, else
     record by record."""
+    from seglog.core.frames import FrameError
     from seglog.core.segment_format import SegmentCorruption
+    from seglog.core.segment_run import segment_columns_of
     from seglog.spark.segment_arrow import segment_table
-    from seglog.storage.segment import read_segment_columns, read_segment_layout
+    from seglog.storage.segment import read_segment_layout
 
     seg = s.segment
     if not Path(seg.data_path).exists():
@@ -351,11 +353,11 @@ def _read_slice(
         data, lay = read_segment_layout(seg)
         rows = np.flatnonzero(~lay.deleted & in_ranges(lay.seq, s.live))
         table = segment_table(data, lay, rows)
-        if table is None:
-            table = _table_of_columns(read_segment_columns(seg), rows, opts.include_meta)
-        else:  # no returned payload carries meta
+        if table is None:  # the same bytes, record by record
+            table = _table_of_columns(segment_columns_of(data, lay), rows, opts.include_meta)
+        else:  # no payload of the segment carries meta
             table = table.append_column("meta", pa.nulls(len(rows), pa.string()))
-    except SegmentCorruption as e:
+    except (SegmentCorruption, FrameError) as e:  # a checksum-valid frame that is no record
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e

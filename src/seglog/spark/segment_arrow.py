@@ -55,22 +55,20 @@ def names_array(
 
 def segment_table(data: bytes, lay: SegmentLayout, rows: Ints) -> pa.Table | None:
     """Columns `seq`, `ts` (ms), `node`, `tag`, `data` (JSON text) of the frames `rows` of
-    a verified segment, or None when this path cannot vouch for the exact result: a row's
-    payload carries meta or is not in the sliced form, or a node or tag is not UTF-8 (the
+    a verified segment, or None when this path cannot vouch for the exact result: a
+    payload of the segment — returned or not, as the record-by-record path checks every
+    frame — carries meta or is not in the sliced form, or a node or tag is not UTF-8 (the
     caller then decodes the segment record by record, which raises the precise error)."""
     starts, ends = lay.blob_start, lay.blob_end
     sliceable = blobs_sliceable(data, starts, ends)
-    if not sliceable[rows].all():
+    if not sliceable.all():
         return None
     buf = pa.py_buffer(data)
     node = names_array(buf, lay.has_node, lay.node_at, lay.node_len, rows)
     tag = names_array(buf, lay.has_tag, lay.tag_at, lay.tag_len, rows)
     if node is None or tag is None:
         return None
-    # Frames not returned may hold other shapes: an empty span keeps the spans ascending.
-    payload_starts = np.where(sliceable, starts + 5, starts)
-    payload_ends = np.where(sliceable, ends - 1, starts)
-    payload = spans_array(buf, payload_starts, payload_ends, rows).view(pa.string())
+    payload = spans_array(buf, starts + 5, ends - 1, rows).view(pa.string())
     return pa.table(
         {
             "seq": pa.array(lay.seq[rows]),
