@@ -156,16 +156,8 @@ class DiffScalars(TypedDict):
     performance: Performance
 
 
-class DiffResponse(TypedDict):
-    topic: str
+class DiffResponse(DiffScalars):
     records: list[Record]
-    next_from_seq: U64
-    head_seq: U64
-    earliest_seq: U64
-    caught_up: bool
-    tombstone: Tombstone | None
-    lag: U64
-    performance: Performance
 
 
 class DeleteRequest(TypedDict, total=False):
