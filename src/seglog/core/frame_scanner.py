@@ -81,15 +81,6 @@ def _frame_maker() -> Callable[
 _make_frame = _frame_maker()
 
 
-def _sections(
-    src: _Sliceable, p: int, flags: int, nl: int, tl: int
-) -> tuple[str | None, str | None]:
-    """node and tag of a frame whose sections start at `p`; raises UnicodeDecodeError."""
-    node = src[p : p + nl].decode() if flags & FLAG_NODE else None
-    tag = src[p + nl : p + nl + tl].decode() if flags & FLAG_TAG else None
-    return node, tag
-
-
 def _body_ok(ftype: int, data: bytes) -> bool:
     try:
         CONTROL_BODIES[_FRAME_TYPES[ftype]].decode(data)
@@ -131,7 +122,7 @@ def _scan_chunk(
             or xxh(mv[off + 4 : chk_at]) != unpack_u64(mv, chk_at)[0]
         ):
             return out, off, True
-        if flags & sections:  # has_node | has_tag (`_sections`, inlined: the hot loop)
+        if flags & sections:  # has_node | has_tag (decoded inline: the hot loop)
             p = off + hdr_size
             try:
                 node = src[p : p + nl].decode() if flags & flag_node else None

@@ -51,11 +51,9 @@ from seglog.core.segment_format import (
 )
 from seglog.core.segment_run import (
     Ints,
-    SegmentColumns,
     SegmentLayout,
     run_blobs_of,
     run_payloads,
-    segment_columns,
     segment_del_flags,
     segment_layout,
 )
@@ -508,16 +506,6 @@ def iter_segment(info: SegmentInfo, fs: Fs | None = None) -> Iterator[SegmentRec
     """Every record of one segment, checksums verified; raises `SegmentCorruption`."""
     fs = fs or RealFs()
     yield from _scan_verified(fs.read_file(info.data_path), info)
-
-
-def read_segment_columns(info: SegmentInfo, fs: Fs | None = None) -> SegmentColumns:
-    """Every frame of one segment as columns, every checksum verified (as `iter_segment`);
-    raises `SegmentCorruption`."""
-    fs = fs or RealFs()
-    data = fs.read_file(info.data_path)
-    idx = idx_view(fs.read_file(info.idx_path))
-    _check_count(len(idx), info)
-    return segment_columns(data, info.first_seq, idx["offset"], idx["len"])
 
 
 def read_segment_layout(info: SegmentInfo, fs: Fs | None = None) -> tuple[bytes, SegmentLayout]:
