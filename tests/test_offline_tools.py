@@ -322,3 +322,50 @@ def test_verify_reports_a_missing_wal_file(tmp_path: Path) -> None:
     r = run("verify", str(b.root), "--json")
     assert r.exit_code == 1
     assert "replay needs" in json.loads(r.stdout)["wal"][0]["missing_files"]
+
+
+# ---- format 2: segments a snapshot references ----------------------------------------------
+
+
+def engine_dir(root: Path) -> Path:
+    """A data dir written by the engine: topic 'a' (id 1) of 120 records, seqs 1-100 in two
+    sealed segments of 50 that its format-2 snapshot references, seq 7 deleted."""
+    from seglog.clock import ManualClock
+    from seglog.engine.engine import Engine, EngineOptions
+    from seglog.engine.maintenance import seal_topic
+    from seglog.model import RecordIn
+
+    e = Engine(
+        EngineOptions(data_dir=root, wal_shards=1, segment_max_events=50), clock=ManualClock()
+    )
+    e.open()
+    e.write("a", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["a"])
+    e.delete_records("a", seqs=[7])
+    e.snapshot()
+    e.close(snapshot=False)
+    return root / "topics" / "00000001"
+
+
+def test_verify_counts_referenced_records_and_reports_a_lost_segment(tmp_path: Path) -> None:
+    seg_dir = engine_dir(tmp_path / "data")
+    doc = json.loads(run("verify", str(tmp_path / "data"), "--json").stdout)
+    assert doc["clean"] is True and doc["lost"] == []
+    (topic,) = doc["topics"]
+    assert topic["snapshot_records"] == 119  # 99 referenced + the 20 of the unsealed tail
+    for suffix in ("data", "idx"):
+        (seg_dir / f"seg-0000000000000051.{suffix}").unlink()
+    r = run("verify", str(tmp_path / "data"))
+    assert r.exit_code == 1, r.output
+    assert "LOST topic 00000001: the sealed segment of seqs 51..100" in r.output
+
+
+def test_repair_never_moves_a_segment_only_it_holds_records_of(tmp_path: Path) -> None:
+    seg_dir = engine_dir(tmp_path / "data")
+    seg = seg_dir / "seg-0000000000000001.data"
+    flip(seg, 200)
+    r = run("repair", str(tmp_path / "data"), "--yes")
+    assert r.exit_code == 1, r.output
+    assert "keep topics/00000001/seg-0000000000000001.data: snapshot(s) 1" in r.output
+    assert "restore the file from a backup" in r.output
+    assert seg.exists() and not (tmp_path / "data" / "topics" / "quarantine").exists()

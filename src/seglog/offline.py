@@ -35,7 +35,8 @@ from pathlib import Path
 from seglog.core.segment_format import SegmentCorruption
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
-from seglog.engine.recovery import Replayed, held_runs, replay
+from seglog.engine.recovery import Replayed, held_runs, replay, sealed_reader
+from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
 from seglog.storage.fs import Fs, ReadOnlyFs, RealFs
@@ -92,14 +93,13 @@ class TopicFilter:
 class Point:
     """What a re-derivation must reproduce: the snapshot replay started from (None: no
     snapshot, the WAL from its beginning), whether the WAL was replayed, `now_ms`, the
-    topics whose records were replayed (None: all), and whether records of reused sealed
-    segments were restored without their payloads (not when a router reads them)."""
+    topics whose records were replayed (None: all). Records of reused sealed segments are
+    always restored without their payloads (they are read from the segments)."""
 
     snapshot_id: int | None
     use_wal: bool
     now_ms: int
     only: TopicFilter | None = None
-    hold_sealed: bool = True
 
 
 class _SourcesLeftOut(Exception):
@@ -108,10 +108,6 @@ class _SourcesLeftOut(Exception):
     def __init__(self, names: frozenset[str]) -> None:
         super().__init__(sorted(names))
         self.names = names
-
-
-class _PayloadsNeeded(Exception):
-    """A router reads a topic whose sealed payloads the replay held back."""
 
 
 class _FixedClock:
@@ -149,7 +145,6 @@ class OfflineDir:
         self.point = point
         self.fs = ReadOnlyFs(fs or RealFs())
         self._listed: dict[int, list[SegmentInfo]] = {}
-        self._held_ids: set[int] = set()
         self._rp: Replayed = replay(
             self.fs,
             root / "meta",
@@ -160,10 +155,10 @@ class OfflineDir:
             snapshot_id=point.snapshot_id,
             use_wal=point.use_wal,
             records_for=point.only,
-            held_payloads=self._held if point.hold_sealed else None,
+            held_payloads=self._held,
+            read_sealed=sealed_reader(self.fs, root, cold_root),
         )
         self._check_closed()
-        self._check_held()
         # Step 8 before step 9, as at startup: which segments are reused is decided by the
         # recovered heads, before forwarding appends copies to the dests.
         self._reused = {t.topic_id: self._reconcile(t) for t in self._kept() if t.persistent}
@@ -184,18 +179,15 @@ class OfflineDir:
         `only`, just the topics it accepts (and the router sources feeding them) are
         recovered with their records, and only they are listed."""
         keep = None if only is None else TopicFilter(only)
-        hold = True
         while True:
             try:
-                d = cls(root, cold_root, Point(None, not running, now_ms, keep, hold), fs)
+                d = cls(root, cold_root, Point(None, not running, now_ms, keep), fs)
                 break
             except _SourcesLeftOut as e:  # replay again with them: rare, and it converges
                 assert keep is not None
                 keep = TopicFilter(keep.match, keep.also | e.names)
-            except _PayloadsNeeded:
-                hold = False
         snap = d._rp.snapshot
-        d.point = Point(None if snap is None else snap.id, not running, now_ms, keep, hold)
+        d.point = Point(None if snap is None else snap.id, not running, now_ms, keep)
         return d
 
     def _kept(self) -> list[TopicState]:
@@ -223,22 +215,10 @@ class OfflineDir:
 
     def _held(self, topic_id: int, head: int) -> list[tuple[int, int]]:
         """`replay`'s `held_payloads`: the sealed segments `_reconcile` reuses hold these
-        seqs, and reads take them from there (`records` serves only the rest), so the
-        snapshot's copies of their payloads are never needed."""
-        runs = held_runs(self._segments(topic_id), head)
-        if runs:
-            self._held_ids.add(topic_id)
-        return runs
-
-    def _check_held(self) -> None:
-        """Forwarding (`_forward`) reads source payloads from memory: a source whose sealed
-        payloads were held back needs a replay that keeps them."""
-        only, reg = self.point.only, self._rp.registry
-        for r in self._rp.routers.all():
-            source = reg.get(r.spec.source)
-            kept = only is None or only(r.spec.dest)
-            if kept and source is not None and source.topic_id in self._held_ids:
-                raise _PayloadsNeeded(r.spec.source)
+        seqs, and reads take them from there (`records` serves only the rest, forwarding
+        reads them through the segments `_reconcile` attaches), so the snapshot's copies of
+        their payloads are never needed."""
+        return held_runs(self._segments(topic_id), head)
 
     @property
     def has_snapshot(self) -> bool:
@@ -324,16 +304,19 @@ class OfflineDir:
             return reused
         store = SegmentStore(self.fs, self.root / "topics", self._cold_topics, t.topic_id)
         flagged: list[int] = []
-        try:
-            for i in reused:
-                try:
-                    flagged += [s for s in store.read_del_flags(i, False) if t.is_live(s)]
-                except SegmentCorruption as e:
-                    raise SegmentCorruption(f"{i.data_path}: {e}") from e
-        finally:
-            store.close()
+        for i in reused:
+            try:
+                flagged += [s for s in store.read_del_flags(i, False) if t.is_live(s)]
+            except SegmentCorruption as e:
+                store.close()
+                raise SegmentCorruption(f"{i.data_path}: {e}") from e
         if flagged:
             t.apply_delete(None, None, 0, flagged)
+        # Forwarding (`_forward`) reads the payloads that live only in these files.
+        segs = TopicSegments(store, SealPolicy(), t.head + 1)
+        segs.set_sealed(reused)
+        segs.payload_dropped_below = 1
+        t.segments = segs
         return reused
 
     def _forward(self) -> None:

@@ -40,7 +40,7 @@ def test_round_trip_and_layout(tmp_path: Path) -> None:
     raw = (meta / "snapshot-0000000000000001.bin").read_bytes()
     payload = orjson.dumps(body)
     assert raw[:24] == b"SGSN" + struct.pack(
-        "<IQQ", 1, len(payload), xxhash.xxh3_64_intdigest(payload)
+        "<IQQ", 2, len(payload), xxhash.xxh3_64_intdigest(payload)
     )
     assert raw[24:] == payload
     assert load_latest_snapshot(fs, meta) == {**BODY, "id": 1}
@@ -104,7 +104,7 @@ def test_truncated_newest_falls_back(tmp_path: Path, keep: int) -> None:
 @pytest.mark.parametrize(
     ("magic", "version", "payload"),
     [
-        (b"SGSN", 2, b'{"a":1}'),  # another version
+        (b"SGSN", 3, b'{"a":1}'),  # another version
         (b"SGSX", 1, b'{"a":1}'),  # bad magic
         (b"SGSN", 1, b'{"a":'),  # checksummed but unparsable
         (b"SGSN", 1, b"[1,2]"),  # not an object

@@ -121,6 +121,7 @@ def _report_json(r: Report, holder: str | None) -> dict[str, Any]:
         ],
         "leftovers": [_rel(p, root) for p in r.leftovers],
         "vanished": [_rel(p, root) for p in r.vanished],
+        "lost": r.lost,
     }  # fmt: skip
 
 
@@ -157,6 +158,8 @@ def _print_report(r: Report, holder: str | None) -> None:
     echo(f"segments: {len(r.segments)} checked, {len(bad)} damaged")
     for s in bad:
         echo(f"  DAMAGED {_rel(s.data_path, root)}: {s.problem}")
+    for line in r.lost:
+        echo(f"  LOST {line}")
     for p in r.leftovers:
         echo(f"  note: leftover {_rel(p, root)} (removed at the next startup)")
     for p in r.vanished:
@@ -183,6 +186,11 @@ def _plan_lines(plan: RepairPlan, root: Path) -> list[str]:
         )
     lines += [f"seal torn tail of {_rel(p, root)} at offset {o}" for p, o in plan.seal]
     lines += [f"move {_rel(s, root)} to {_rel(d, root)}" for s, d in plan.moves]
+    lines += [
+        f"keep {_rel(p, root)}: snapshot(s) {', '.join(map(str, ids))} hold no other copy of "
+        "its records; restore the file from a backup (the server refuses to start without it)"
+        for p, ids in plan.kept
+    ]
     return lines
 
 
@@ -249,6 +257,8 @@ def _repair(fs: Fs, root: Path, cold: Path | None, yes: bool, as_json: bool) -> 
         apply_repairs(fs, plan)
         after = verify_data_dir(fs, root, cold)
     code = EXIT_CLEAN if plan.empty or (after is not None and not after.corrupt) else EXIT_CORRUPT
+    if plan.kept or report.lost:  # only a backup repairs these
+        code = EXIT_CORRUPT
     if as_json:
         _emit_json({
             "report": _report_json(report, None),
@@ -260,6 +270,8 @@ def _repair(fs: Fs, root: Path, cold: Path | None, yes: bool, as_json: bool) -> 
     _print_report(report, None)
     if plan.empty:
         typer.echo("nothing to repair")
+        for line in lines:  # what no repair can do
+            typer.echo(f"  {line}")
         return code
     typer.echo("repair:" if after is not None else "repair would (re-run with --yes to apply):")
     for line in lines:

@@ -276,7 +276,14 @@ def segment_columns_of(data: bytes, lay: SegmentLayout) -> SegmentColumns:
     """`segment_columns` of a segment already located (`segment_layout` of `data`): node
     and tag decoded as UTF-8 (`SegmentCorruption` if one is not), every payload decoded
     (`FrameError` if one is not a payload blob)."""
-    first_seq = lay.first_seq
+    node, tag = layout_labels(data, lay)
+    payload, meta = split_blobs(data, lay.blob_start, lay.blob_end)
+    return SegmentColumns(lay.seq, lay.ts, lay.deleted, node, tag, payload, meta)
+
+
+def layout_labels(data: bytes, lay: SegmentLayout) -> tuple[list[str | None], list[str | None]]:
+    """Every frame's node and tag (None where absent), decoded as UTF-8;
+    `SegmentCorruption` if one is not."""
     n = len(lay)
     node: list[str | None] = [None] * n
     tag: list[str | None] = [None] * n
@@ -290,9 +297,22 @@ def segment_columns_of(data: bytes, lay: SegmentLayout) -> SegmentColumns:
             for i in rows:
                 column[i] = data[a_list[i] : a_list[i] + w_list[i]].decode()
     except UnicodeDecodeError:
-        list(iter_frames(data, first_seq))
+        list(iter_frames(data, lay.first_seq))
         raise SegmentCorruption(
-            f"segment corruption: node/tag not UTF-8 from seq {first_seq}"
+            f"segment corruption: node/tag not UTF-8 from seq {lay.first_seq}"
         ) from None
-    payload, meta = split_blobs(data, lay.blob_start, lay.blob_end)
-    return SegmentColumns(lay.seq, lay.ts, lay.deleted, node, tag, payload, meta)
+    return node, tag
+
+
+def layout_sizes(data: bytes, lay: SegmentLayout) -> list[int]:
+    """Every frame's record size as the engine counts it (compact data plus meta text, a
+    null meta counting as none): sliced blobs from their lengths, the others decoded
+    (`FrameError` if one is not a payload blob)."""
+    lens = lay.blob_end - lay.blob_start - 6  # `{"d":` and `}`
+    odd = np.flatnonzero(~blobs_sliceable(data, lay.blob_start, lay.blob_end)).tolist()
+    sizes: list[int] = lens.tolist()
+    starts, ends = lay.blob_start.tolist(), lay.blob_end.tolist()
+    for i in odd:
+        d, m = decode_blob(data[starts[i] : ends[i]])
+        sizes[i] = len(d) + (0 if m is None or m == b"null" else len(m))
+    return sizes

@@ -40,7 +40,7 @@ from seglog.engine.registry import Registry
 from seglog.engine.router_control import RouterControl
 from seglog.engine.routers import RouterTable
 from seglog.engine.segments import SealPolicy, TopicSegments
-from seglog.engine.snapshot_body import RenderCache
+from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.stats import EngineStats, TopicStats
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
@@ -116,7 +116,8 @@ class Engine:
         self.wal_bytes_at_snapshot = 0
         self.snapshot_lock = threading.Lock()
         self.last_snapshot: SnapshotMark | None = None  # the newest snapshot on disk
-        self.snapshot_cache = RenderCache()  # where its sealed chunks lie (snapshot_body)
+        # sealed segments the kept snapshots reference (never unlinked while they do)
+        self.snapshot_pins = SnapshotPins()
         self.torn_tails_total = 0
 
     # ---- lifecycle ------------------------------------------------------------------
@@ -142,6 +143,7 @@ class Engine:
                 attach_segments=self.attach_segments,
                 on_progress=progress,
                 payload_cache=self.options.segment_payload_cache,
+                pins=self.snapshot_pins,
             )
         except BaseException:
             self.datadir.close()
@@ -204,7 +206,7 @@ class Engine:
             raise RuntimeError("engine is not open")
         with self.snapshot_lock:
             now = self.clock.now_ms()
-            mark = snapshots.take(
+            mark, released = snapshots.take(
                 self.registry,
                 wal,
                 self.publisher,
@@ -213,13 +215,27 @@ class Engine:
                 now,
                 self.last_snapshot,
                 self.routers,
-                self.snapshot_cache,
+                self.snapshot_pins,
             )
             self.last_snapshot = mark
             self.last_snapshot_ms = now
             self.wal_bytes_at_snapshot = wal.bytes_written_total
+            self._drop_released(released)
         self.queues.relog_leases()
         return mark.id
+
+    def _drop_released(self, released: frozenset[tuple[int, int]]) -> None:
+        """Drop the segments no kept snapshot references any more that are dead by now."""
+        firsts: dict[int, list[int]] = {}
+        for topic_id, first in released:
+            firsts.setdefault(topic_id, []).append(first)
+        for topic_id, touched in firsts.items():
+            t = self.registry.by_id.get(topic_id)
+            if t is None or t.segments is None:
+                continue
+            with t.lock:
+                if not t.deleted:
+                    t.segments.drop_dead(t, touched)
 
     # ---- owners' public faces ----------------------------------------------------------
     @property
@@ -270,7 +286,7 @@ class Engine:
         store = SegmentStore(
             self.fs, self.datadir.topics_dir, self.datadir.cold_topics_dir, topic_id
         )
-        return TopicSegments(store, self.seal_policy, active_first)
+        return TopicSegments(store, self.seal_policy, active_first, self.snapshot_pins)
 
     def log_durable(self, topic_id: int, ftype: FrameType, body: bytes) -> None:
         """Submit one fsync-gated control frame and wait for it (control-plane ops)."""

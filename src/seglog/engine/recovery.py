@@ -30,24 +30,38 @@ from seglog.core.frame_bodies import (
 )
 from seglog.core.frame_runs import append_runs
 from seglog.core.frame_scanner import RawFrame
-from seglog.core.frames import FrameType, WalFrame
+from seglog.core.frames import FrameError, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob, decode_blobs
+from seglog.core.segment_format import SegmentCorruption
+from seglog.core.segment_run import layout_labels, layout_sizes
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
-from seglog.engine.snapshots import HeldRuns, restore_topic, snapshot_positions
+from seglog.engine.snapshot_pins import SnapshotPins
+from seglog.engine.snapshots import (
+    HeldRuns,
+    MissingRuns,
+    ReadSealed,
+    SealedRows,
+    check_missing,
+    restore_topic,
+    snapshot_positions,
+)
 from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
 from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
-from seglog.storage.segment import SegmentInfo, list_topic_segments
+from seglog.storage.segment import SegmentInfo, list_topic_segments, read_segment_layout
 from seglog.storage.snapshot import (
     RECORDS_SKIPPED,
+    SegmentRef,
     SnapshotMark,
     SnapshotMissingError,
     TopicPredicate,
+    kept_snapshot_segments,
     load_latest_snapshot,
     load_snapshot,
+    referenced_segments,
     snapshot_name,
 )
 from seglog.storage.wal_files import WalGroup, discover_groups, group_key, replay_order
@@ -142,6 +156,7 @@ def replay(
     use_wal: bool = True,
     records_for: TopicPredicate | None = None,
     held_payloads: HeldPayloads | None = None,
+    read_sealed: ReadSealed | None = None,
 ) -> Replayed:
     """STORAGE §6 steps 2–4, the corruption check of step 6, step 7 and the first half of
     step 9, in memory only: it reads the files and never writes to them, so it also serves
@@ -152,12 +167,15 @@ def replay(
     topics); the others are registered with their heads as of the snapshot and no records,
     and are not to be read. `held_payloads(topic_id, snapshot head)` names the seq runs whose
     payloads a sealed segment that step 8 reuses holds: they are restored without them.
-    Raises `WalCorruptionError` when a WAL group holds valid frames after an invalid one."""
+    `read_sealed` reads the segments a format-2 snapshot references (`sealed_reader`).
+    Raises `WalCorruptionError` when a WAL group holds valid frames after an invalid one,
+    `SealedSegmentMissingError` when records only a missing segment held are still live."""
     registry = Registry()
     routers = RouterTable()
     rp = _Replay(registry, routers, attach_segments, clock.now_ms(), records_for)
     starts: dict[str, Position] = {}
     last_snapshot = None
+    missing: MissingRuns = []
     if snapshot_id is None:
         snap = load_latest_snapshot(fs, meta_dir, records_for)
     else:
@@ -172,12 +190,12 @@ def replay(
             held: HeldRuns = ()
             if held_payloads is not None and not entry.get(RECORDS_SKIPPED):
                 held = held_payloads(int(entry["topic_id"]), int(entry["head_seq"]))
-            t = restore_topic(entry, held)
+            t = restore_topic(entry, held, read_sealed, missing)
             attach_segments(t)
             registry.add(t)
         routers.restore(snap.get("routers", []))
         starts = snapshot_positions(snap)
-        last_snapshot = SnapshotMark(int(snap["id"]), starts)
+        last_snapshot = SnapshotMark(int(snap["id"]), starts, referenced_segments(snap))
 
     groups = discover_groups(fs, wal_dir) if use_wal else []
     ordered = replay_order(groups, max(1, wal_shards))
@@ -219,6 +237,7 @@ def replay(
         t.pop_front()
         t.reserved = t.head
         t.reservation = t.reservation_durable = t.head
+    check_missing(registry, missing)
     _drop_orphan_routers(registry, routers)
     return Replayed(registry, routers, last_snapshot, scans, {g.key for g in groups})
 
@@ -232,13 +251,15 @@ def recover(
     attach_segments: AttachSegments,
     on_progress: Callable[[float], None] | None = None,
     payload_cache: int | None = None,
+    pins: SnapshotPins | None = None,
 ) -> Recovered:
     """STORAGE §6 steps 2–8 over the locked `datadir`: `replay`, then the writes it implies
     (torn tails and unfinished submissions cut, segments reconciled, orphan segment dirs
     removed). Raises `WalCorruptionError` (and changes nothing on disk) when a WAL group
     holds valid frames after an invalid one. With `payload_cache` (the number of newest
     sealed payloads step 8 keeps in memory), the older sealed payloads are never copied out
-    of the snapshot (`held_by_segments`)."""
+    of the snapshot (`held_by_segments`). `pins` gets the segments the snapshots on disk
+    reference before any segment is dropped."""
     held = None
     if payload_cache is not None:
         held = held_by_segments(fs, datadir.root, datadir.cold_root, payload_cache)
@@ -251,8 +272,11 @@ def recover(
         attach_segments=attach_segments,
         on_progress=on_progress,
         held_payloads=held,
+        read_sealed=sealed_reader(fs, datadir.root, datadir.cold_root),
     )
     registry, routers = rp.registry, rp.routers
+    if pins is not None:
+        pins.settle(kept_snapshot_segments(fs, datadir.meta_dir))
     shards = max(1, wal_shards)
     current = {group_key(i, shards) for i in range(shards)}
     # Step 6: nothing on disk changed before every group was known sound (`replay`).
@@ -304,6 +328,34 @@ def held_by_segments(
         return held_runs(list_topic_segments(root, topic_id, cold_root, fs), head, payload_cache)
 
     return held
+
+
+def sealed_reader(fs: Fs, root: Path, cold_root: Path | None) -> ReadSealed:
+    """`replay`'s `read_sealed` over the segment files of `root` (and `cold_root`): a
+    referenced segment is found by its bounds and read whole, every frame verified
+    (`SegmentCorruption` otherwise); None when no complete segment has those bounds."""
+    listed: dict[int, dict[tuple[int, int], SegmentInfo]] = {}
+
+    def read(topic_id: int, ref: SegmentRef) -> SealedRows | None:
+        infos = listed.get(topic_id)
+        if infos is None:
+            infos = {
+                (i.first_seq, i.last_seq): i
+                for i in list_topic_segments(root, topic_id, cold_root, fs)
+            }
+            listed[topic_id] = infos
+        info = infos.get((ref.segment, ref.segment_last))
+        if info is None:
+            return None
+        try:
+            data, lay = read_segment_layout(info, fs)
+            sizes = layout_sizes(data, lay)
+            node, tag = layout_labels(data, lay)
+        except (SegmentCorruption, FrameError) as e:
+            raise SegmentCorruption(f"{info.data_path}: {e}") from e
+        return SealedRows(lay.ts.tolist(), sizes, node, tag)
+
+    return read
 
 
 def held_runs(

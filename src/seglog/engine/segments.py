@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from seglog.core.payload_blob import decode_blob, encode_blob
 from seglog.core.segment_format import encode_columns
+from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
 
@@ -48,9 +49,18 @@ class SealPolicy:
 
 
 class TopicSegments:
-    def __init__(self, store: SegmentStore, policy: SealPolicy, active_first: int = 1) -> None:
+    def __init__(
+        self,
+        store: SegmentStore,
+        policy: SealPolicy,
+        active_first: int = 1,
+        pins: SnapshotPins | None = None,
+    ) -> None:
         self.store = store
         self.policy = policy
+        # Segments a kept snapshot references hold the only copy of their records: their
+        # drop waits until no kept snapshot names them (the next drop pass after that).
+        self.pins = pins
         self.sealed: list[SegmentInfo] = []
         self._firsts: list[int] = []
         self.active_first = active_first
@@ -207,6 +217,7 @@ class TopicSegments:
     def drop_dead(self, t: TopicState, touched: list[int] | None = None) -> int:
         """Unlink sealed segments whose every seq is below earliest_seq or deleted."""
         earliest = t.earliest()
+        store_id = self.store.topic_id
         keep: list[SegmentInfo] = []
         dropped = 0
         touched_firsts = set()
@@ -220,6 +231,9 @@ class TopicSegments:
                 lo = max(max(info.first_seq, earliest) - t.origin, 0)
                 hi = info.last_seq - t.origin + 1
                 dead = lo >= hi or all(t.dead[lo:hi])
+            if dead and self.pins is not None and self.pins.holds(store_id, info.first_seq):
+                keep.append(info)
+                continue
             if dead:
                 try:
                     self.store.drop(info)

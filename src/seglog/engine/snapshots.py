@@ -8,9 +8,11 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,44 +21,25 @@ import numpy.typing as npt
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
-from seglog.core.payload_blob import decode_blob
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
-from seglog.engine.snapshot_body import Chunk, ChunkKey, RenderCache, TopicRender, body_pieces
+from seglog.engine.snapshot_body import TopicRender, body_pieces, dead_flags
+from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
-from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import (
     RECORDS_SKIPPED,
+    SegmentRef,
     SnapshotMark,
     SnapshotRecord,
     next_snapshot_id,
+    segment_refs,
     write_snapshot_stream,
 )
 from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import WalError
-
-
-def load_payloads(
-    rows: Rows, store: SegmentStore, pins: list[PinnedSegment], start: int = 0, end: int = -1
-) -> None:
-    """Fill in the live payloads of `rows[start:end]` that left memory, a segment run at a
-    time, from segments pinned under the lock (no lock needed now: sealed payloads never
-    change)."""
-    data, meta, dead = rows.data, rows.meta, rows.dead
-    first, n = rows.first_seq, len(rows.data) if end < 0 else end
-    for pin in pins:
-        lo = max(pin.info.first_seq - first, start)
-        hi = min(pin.info.last_seq - first + 1, n)
-        if hi <= lo:
-            continue
-        if not any(data[k] is None and not dead[k] for k in range(lo, hi)):
-            continue
-        for k, blob in enumerate(store.read_run(pin, first + lo, first + hi - 1), lo):
-            if data[k] is None and not dead[k]:
-                data[k], meta[k] = decode_blob(blob)
 
 
 def records_json(rows: Rows) -> bytes:
@@ -83,7 +66,7 @@ def records_text(rows: Rows, start: int, end: int) -> bytes:
         seq += 1
         if dead:
             continue
-        if data is None:  # load_payloads fills every live payload
+        if data is None:  # only records in a sealed segment leave memory
             raise RuntimeError(f"snapshot capture lost the payload of seq {seq}")
         if node is None and tag is None and meta is None:
             add(b'{"seq":%d,"ts":%d,"data":%b,"bytes":%d}' % (seq, ts, data, size))
@@ -101,10 +84,10 @@ def records_text(rows: Rows, start: int, end: int) -> bytes:
     return b",".join(parts)
 
 
-def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None, list[PinnedSegment]]:
-    """Under `t.lock` with no pending ops: the §5.2 topic entry without its `records`, the
-    rows to render them from once the lock is released (None for ephemeral topics), and the
-    sealed segments holding payloads that left memory, pinned. Only list copies here."""
+def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None]:
+    """Under `t.lock` with no pending ops: the §5.2 topic entry without its `records`, and
+    the rows to render them from once the lock is released (None for ephemeral topics).
+    Only list copies here."""
     entry: dict[str, Any] = {
         "name": t.name,
         "topic_id": t.topic_id,
@@ -124,17 +107,10 @@ def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None, list[Pinn
             live_count=0,
             records=[],
         )
-        return entry, None, []
+        return entry, None
     start = max(t.front, t.earliest() - t.origin)
     end = len(t.ts)
     rows = t.rows(t.origin + start, t.origin + end - 1)
-    segs = t.segments
-    pins: list[PinnedSegment] = []
-    if segs is not None and end > start:
-        # Payloads leave memory oldest first, so only rows below this bound can lack one.
-        dropped_end = min(segs.payload_dropped_below, rows.first_seq + end - start)
-        if dropped_end > rows.first_seq:
-            pins = segs.pin_range(rows.first_seq, dropped_end - 1)
     entry.update(
         base_seq=t.base_seq,
         head_seq=t.head,
@@ -146,33 +122,74 @@ def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None, list[Pinn
         bytes_retained=t.bytes,
         live_count=t.count,
     )
-    return entry, rows, pins
+    return entry, rows
 
 
 HeldRuns = Sequence[tuple[int, int]]  # inclusive seq runs whose payloads a sealed segment holds
 
 
-def restore_topic(entry: dict[str, Any], held: HeldRuns = ()) -> TopicState:
+@dataclass(slots=True)
+class SealedRows:
+    """`ts`, record size, node and tag of every seq of a sealed segment, from its file."""
+
+    ts: list[int]
+    size: list[int]
+    node: list[str | None]
+    tag: list[str | None]
+
+
+# (topic_id, reference) -> the referenced segment's rows, or None when its files are gone
+ReadSealed = Callable[[int, SegmentRef], SealedRows | None]
+MissingRuns = list[tuple[int, int, int]]  # (topic_id, first seq, last seq)
+
+
+class SealedSegmentMissingError(Exception):
+    """A snapshot references a sealed segment whose files are gone, and records it held
+    are still live after replay: they exist nowhere else (docs/storage.md, format 2)."""
+
+
+def restore_topic(
+    entry: dict[str, Any],
+    held: HeldRuns = (),
+    read_sealed: ReadSealed | None = None,
+    missing: MissingRuns | None = None,
+) -> TopicState:
     """Inverse of `capture_topic`: seqs in `[base_seq, head_seq]` missing from `records`
-    become deleted slots. Records in the `held` runs (inclusive, ascending) are restored
-    without their payloads: the caller knows a sealed segment that recovery reuses holds
-    them (STORAGE §6 step 8 drops those payloads from memory anyway, and copying millions
-    of them out of the snapshot first is most of a restore's time)."""
+    and from the referenced segments (`segments`, read with `read_sealed`) become deleted
+    slots. Records in the `held` runs (inclusive, ascending) are restored without their
+    payloads: the caller knows a sealed segment that recovery reuses holds them (STORAGE
+    §6 step 8 drops those payloads from memory anyway, and copying millions of them out of
+    the snapshot first is most of a restore's time); so are all referenced records. A
+    referenced segment whose files are gone restores placeholders: the caller lists their
+    live runs in `missing` and must see them dead after replay (a topic delete replayed),
+    or fail (`check_missing`)."""
     config = TopicConfig.from_dict(entry["config"])
     t = TopicState(
         str(entry["name"]), int(entry["topic_id"]), config, epoch=int(entry.get("epoch", 1))
     )
     head = int(entry["head_seq"])
     # A topic whose records a reader left undecoded comes back empty at its head.
-    base = head + 1 if entry.get(RECORDS_SKIPPED) else min(int(entry["base_seq"]), head + 1)
+    skipped = bool(entry.get(RECORDS_SKIPPED))
+    base = head + 1 if skipped else min(int(entry["base_seq"]), head + 1)
     t.origin = max(base, 1)
     t.head = t.origin - 1
     t.reserved = t.head
     records = entry.get("records", [])
-    if records and isinstance(records[0], SnapshotRecord):
-        _restore_raw(t, records, head, held)
-    else:
-        _restore_parsed(t, records, head)
+    refs = [] if skipped else segment_refs(entry)
+    at = 0
+    for ref in refs:
+        if read_sealed is None:
+            raise ValueError(f"snapshot of {t.name!r} references sealed segments: no reader")
+        k = bisect.bisect_left(records, ref.first, at, key=_record_seq)
+        _restore_records(t, records[at:k], head, held)
+        at = k
+        rows = read_sealed(t.topic_id, ref)
+        if rows is None:
+            if missing is None:
+                raise SealedSegmentMissingError(_missing_text(t, ref))
+            rows = _placeholders(t, ref, missing)
+        _restore_ref(t, ref, rows, head)
+    _restore_records(t, records[at:], head, held)
     if t.head < head:
         t.append_holes(head, t.ts[-1] if t.ts else 0)
     t.head = head
@@ -184,6 +201,82 @@ def restore_topic(entry: dict[str, Any], held: HeldRuns = ()) -> TopicState:
     t.source_trim_floor = int(entry.get("source_trim_floor", 0))
     t.pop_front()
     return t
+
+
+def _record_seq(rec: SnapshotRecord | dict[str, Any]) -> int:
+    return rec.seq if isinstance(rec, SnapshotRecord) else int(rec["seq"])
+
+
+def _restore_records(t: TopicState, records: list[Any], head: int, held: HeldRuns) -> None:
+    if not records:
+        return
+    if isinstance(records[0], SnapshotRecord):
+        _restore_raw(t, records, head, held)
+    else:
+        _restore_parsed(t, records, head)
+
+
+def _missing_text(t: TopicState, ref: SegmentRef) -> str:
+    return (
+        f"snapshot of {t.name!r} (topic id {t.topic_id}) references the sealed segment of "
+        f"seqs {ref.segment}..{ref.segment_last}, whose files are missing; it holds the "
+        f"only copy of records {ref.first}..{ref.last}"
+    )
+
+
+def _placeholders(t: TopicState, ref: SegmentRef, missing: MissingRuns) -> SealedRows:
+    """Stand-ins for the rows of a segment whose files are gone (noted in `missing`)."""
+    n = ref.segment_last - ref.segment + 1
+    missing.append((t.topic_id, ref.first, ref.last))
+    fill = t.ts[-1] if t.ts else 0
+    return SealedRows([fill] * n, [0] * n, [None] * n, [None] * n)
+
+
+def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) -> None:
+    """The live records of one segment reference, without their payloads (in the file)."""
+    if not ref.segment <= ref.first <= ref.last <= ref.segment_last:
+        raise ValueError(f"snapshot of {t.name!r}: bad segment reference {ref}")
+    if len(rows.ts) != ref.segment_last - ref.segment + 1:
+        raise ValueError(f"snapshot of {t.name!r}: segment {ref.segment} has another length")
+    n = ref.last - ref.first + 1
+    dead = dead_flags(ref.dead, n)
+    lo = max(t.origin - ref.first, 0)
+    hi = min(head - ref.first + 1, n)
+    if hi <= lo:
+        return
+    if ref.first + lo <= t.head:
+        raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {ref.first + lo}")
+    shift = ref.first - ref.segment
+    live = np.concatenate(([False], ~dead[lo:hi], [False]))
+    edges = (np.flatnonzero(live[1:] != live[:-1]) + lo).tolist()
+    for a, b in zip(edges[::2], edges[1::2], strict=True):
+        first = ref.first + a
+        if first != t.head + 1:
+            t.append_holes(first - 1, rows.ts[shift + a])
+        k = b - a
+        i, j = shift + a, shift + b
+        t.replay_rows(
+            first, rows.ts[i:j], [None] * k, [None] * k, rows.node[i:j], rows.tag[i:j],
+            rows.size[i:j],
+        )  # fmt: skip
+
+
+def check_missing(registry: Registry, missing: MissingRuns) -> None:
+    """After replay: a run restored from a missing segment must have been deleted with its
+    topic (or made ephemeral, or deleted record by record); else its records are lost and
+    recovery refuses (`SealedSegmentMissingError`)."""
+    for topic_id, first, last in missing:
+        t = registry.by_id.get(topic_id)
+        if t is None or not t.persistent:
+            continue
+        live = [s for s in range(first, last + 1) if t.is_live(s)]
+        if live:
+            raise SealedSegmentMissingError(
+                f"topic {t.name!r} (id {topic_id}): the sealed segment holding seqs "
+                f"{first}..{last} is missing, and {len(live)} of its records (from seq "
+                f"{live[0]}) were never deleted: they exist in no other file. Restore the "
+                f"segment files, or run `seglog verify` to see what is damaged."
+            )
 
 
 def _restore_parsed(t: TopicState, records: list[dict[str, Any]], head: int) -> None:
@@ -283,15 +376,17 @@ def take(
     now: int,
     previous: SnapshotMark | None,
     routers: RouterTable | None = None,
-    cache: RenderCache | None = None,
-) -> SnapshotMark:
+    pins: SnapshotPins | None = None,
+) -> tuple[SnapshotMark, frozenset[tuple[int, int]]]:
     """STORAGE §5.3 (the caller serializes snapshots). Returns the new snapshot's mark;
     raises on failure (then nothing is deleted). `previous` is the newest snapshot on disk,
     kept beside the new one. Router advancement is blocked from the checkpoint until the
     routers are captured (steps 3–5), so each captured cursor matches its captured dest.
-    `cache` (the engine's) lets unchanged sealed chunks be copied from the previous file."""
+    `pins` (the engine's) keeps the referenced segments from being unlinked; also returns
+    the segments it no longer holds (their drop may have been put off)."""
     table = routers if routers is not None else RouterTable()
-    cache = cache if cache is not None else RenderCache()
+    pins = pins if pins is not None else SnapshotPins()
+    kept_before = previous.segments if previous else frozenset()
     # Control-plane changes commit their frame and apply it under the registry lock.
     # Holding it across the checkpoint puts each change wholly before the marks (and in
     # this capture) or wholly after them (and in the replayed WAL), never between.
@@ -299,39 +394,41 @@ def take(
         positions = wal.checkpoint(now)
         listed = registry.all()
         next_topic_id = registry.next_topic_id
-    with table.lock:
-        topics = _capture_topics(listed, publisher, now)
-        captured_routers = table.capture()
-    head: dict[str, Any] = {
-        "ts": now,
-        "next_topic_id": next_topic_id,
-        "checkpoint": {
-            "last_checkpoint_seq": 0,
-            "groups": [
-                {"key": key, "wal_idx": idx, "wal_offset": off}
-                for key, (idx, off) in sorted(positions.items())
-            ],
-        },
-    }
-    snap_id = next_snapshot_id(fs, meta_dir)
-    chunks: dict[ChunkKey, Chunk] = {}
-    pieces = body_pieces(fs, snap_id, head, topics, captured_routers, cache, chunks)
-    keep = previous.id if previous else None
     try:
-        path = write_snapshot_stream(fs, meta_dir, snap_id, pieces, keep)
+        with table.lock:
+            topics = _capture_topics(listed, publisher, now, pins)
+            captured_routers = table.capture()
+        head: dict[str, Any] = {
+            "ts": now,
+            "next_topic_id": next_topic_id,
+            "checkpoint": {
+                "last_checkpoint_seq": 0,
+                "groups": [
+                    {"key": key, "wal_idx": idx, "wal_offset": off}
+                    for key, (idx, off) in sorted(positions.items())
+                ],
+            },
+        }
+        snap_id = next_snapshot_id(fs, meta_dir)
+        referenced: set[tuple[int, int]] = set()
+        pieces = body_pieces(snap_id, head, topics, captured_routers, referenced)
+        write_snapshot_stream(fs, meta_dir, snap_id, pieces, previous.id if previous else None)
     except BaseException:
-        cache.forget()
+        pins.abandon()
         raise
-    cache.path, cache.chunks = path, chunks
+    mark = SnapshotMark(snap_id, positions, frozenset(referenced))
+    released = pins.settle(kept_before | mark.segments)
     # Two snapshots stay: the WAL the older one replays from must stay too, so that a
     # damaged newest snapshot falls back to it without losing anything.
     wal.delete_absorbed(previous.positions if previous else None)
-    return SnapshotMark(snap_id, positions)
+    return mark, released
 
 
-def _capture_topics(listed: list[TopicState], publisher: Publisher, now: int) -> list[TopicRender]:
+def _capture_topics(
+    listed: list[TopicState], publisher: Publisher, now: int, pins: SnapshotPins
+) -> list[TopicRender]:
     """Step 4 for every listed topic still registered: its §5.2 entry and what renders
-    its records once the lock is released."""
+    its records once the lock is released; its sealed segments are held from here on."""
     topics: list[TopicRender] = []
     for t in listed:
         head = None
@@ -344,13 +441,14 @@ def _capture_topics(listed: list[TopicState], publisher: Publisher, now: int) ->
                 except WalError:
                     pass
                 head = publisher.apply_ready(t, now)
-            entry, rows, pins = capture_topic(t)
+            entry, rows = capture_topic(t)
             sealed: list[tuple[int, int]] = []
             if rows is not None and t.segments is not None and rows.ts:
                 last = rows.first_seq + len(rows.ts) - 1
                 sealed = [
                     (i.first_seq, i.last_seq) for i in t.segments.overlapping(rows.first_seq, last)
                 ]
+                pins.hold((t.topic_id, first) for first, _ in sealed)
             # Every HeadWatermark logged so far sits before the checkpoint and will be
             # skipped by replay, so the next disk write — also after a later class change
             # back to disk — must log a fresh reservation after it.
@@ -358,24 +456,19 @@ def _capture_topics(listed: list[TopicState], publisher: Publisher, now: int) ->
             t.pre_reservation = None  # submitted before the checkpoint, maybe: not trusted
         if head is not None:
             publisher.notify(t.name, head)
-        topics.append(TopicRender(t.topic_id, entry, rows, sealed, _renderer(t, pins)))
+        topics.append(TopicRender(t.topic_id, entry, rows, sealed, _render))
     return topics
 
 
-def _renderer(t: TopicState, pins: list[PinnedSegment]) -> Callable[[Rows, int, int], bytes]:
-    def render(rows: Rows, start: int, end: int) -> bytes:
-        if pins:
-            assert t.segments is not None
-            load_payloads(rows, t.segments.store, pins, start, end)
-        text = records_text(rows, start, end)
-        # Rendered: let go of the payloads now, or the capture holds every payload it read
-        # back until the whole snapshot is written (the rows are a copy, used once).
-        n = end - start
-        rows.data[start:end] = [None] * n
-        rows.meta[start:end] = [None] * n
-        return text
-
-    return render
+def _render(rows: Rows, start: int, end: int) -> bytes:
+    """Rows in no sealed segment: their payloads are in memory."""
+    text = records_text(rows, start, end)
+    # Let go of the payloads now, or the capture holds every payload it rendered until the
+    # whole snapshot is written (the rows are a copy, used once).
+    n = end - start
+    rows.data[start:end] = [None] * n
+    rows.meta[start:end] = [None] * n
+    return text
 
 
 def snapshot_positions(body: dict[str, Any]) -> dict[str, tuple[int, int]]:

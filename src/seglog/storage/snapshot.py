@@ -3,7 +3,7 @@
     meta/snapshot-<id:016>.bin
     off size field
       0   4  magic     "SGSN"
-      4   4  version   u32 = 1
+      4   4  version   u32 = 2 (1 is still read)
       8   8  body_len  u64
      16   8  xxh3      u64   XXH3-64 (seed 0) of the body
      24   …  body      UTF-8 JSON object (§5.2, assembled by the engine)
@@ -32,7 +32,8 @@ from seglog.storage.fs import Fs, write_all_at
 
 MAGIC = b"SGSN"
 log = logging.getLogger("seglog.snapshot")
-VERSION = 1
+VERSION = 2  # written; 2 = sealed records referenced by `segments` (docs/storage.md)
+READABLE_VERSIONS = (1, 2)
 _HEADER = struct.Struct("<4sIQQ")
 _NAME = re.compile(r"snapshot-(\d{16})\.bin")
 _TMP = re.compile(r"snapshot-\d{16}\.bin\.tmp")
@@ -59,7 +60,7 @@ def body_checksum_ok(buf: Any) -> bool:
         return False
     magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
     end = _HEADER.size + body_len
-    if magic != MAGIC or version != VERSION or len(buf) < end:
+    if magic != MAGIC or version not in READABLE_VERSIONS or len(buf) < end:
         return False
     return bool(xxhash.xxh3_64_intdigest(memoryview(buf)[_HEADER.size : end]) == checksum)
 
@@ -80,6 +81,21 @@ class SnapshotRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     bytes: int = 0
 
 
+class SegmentRef(msgspec.Struct, forbid_unknown_fields=True):
+    """Format 2: the live records of seqs `[first, last]` are those of the sealed segment
+    spanning `[segment, segment_last]` (its files are named by `segment`), less the seqs
+    whose bits are set in `dead` (base64 of the little-endian bit-packed flags of
+    `first ..= last`; empty when none is dead). The segment is the only copy of those
+    records, so no segment a kept snapshot references is ever unlinked while its topic
+    lives (`SnapshotPins`)."""
+
+    segment: int
+    segment_last: int
+    first: int
+    last: int
+    dead: str = ""
+
+
 class _TopicEntry(msgspec.Struct, forbid_unknown_fields=True):
     name: str
     topic_id: int
@@ -95,6 +111,7 @@ class _TopicEntry(msgspec.Struct, forbid_unknown_fields=True):
     bytes_retained: int = 0
     live_count: int = 0
     records: list[SnapshotRecord] = []
+    segments: list[SegmentRef] = []
 
 
 class _Body(msgspec.Struct, forbid_unknown_fields=True):
@@ -165,7 +182,7 @@ def decode_snapshot(buf: bytes, records_for: TopicPredicate | None = None) -> di
     if len(buf) < _HEADER.size:
         return None
     magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
-    if magic != MAGIC or version != VERSION:
+    if magic != MAGIC or version not in READABLE_VERSIONS:
         return None
     # A view, not a copy: a body can be a gigabyte (msgspec and orjson read views).
     body = memoryview(buf)[_HEADER.size : _HEADER.size + body_len]
@@ -191,6 +208,23 @@ def decode_snapshot(buf: bytes, records_for: TopicPredicate | None = None) -> di
     return doc
 
 
+def segment_refs(entry: dict[str, Any]) -> list[SegmentRef]:
+    """A topic entry's format-2 `segments` (structs, also from a generically parsed body)."""
+    refs = entry.get("segments") or []
+    if refs and not isinstance(refs[0], SegmentRef):
+        return msgspec.convert(refs, list[SegmentRef])
+    return list(refs)
+
+
+def referenced_segments(body: dict[str, Any]) -> frozenset[tuple[int, int]]:
+    """`(topic_id, segment first seq)` of every sealed segment the body references."""
+    return frozenset(
+        (int(entry["topic_id"]), ref.segment)
+        for entry in body.get("topics", [])
+        for ref in segment_refs(entry)
+    )
+
+
 def snapshot_ids(fs: Fs, meta_dir: Path) -> list[int]:
     """Ids of the final (non-tmp) snapshot files, ascending."""
     ids = []
@@ -203,10 +237,12 @@ def snapshot_ids(fs: Fs, meta_dir: Path) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class SnapshotMark:
-    """A snapshot on disk: its id and the WAL position per group its replay starts from."""
+    """A snapshot on disk: its id, the WAL position per group its replay starts from, and
+    the sealed segments it references (`(topic_id, segment first seq)`)."""
 
     id: int
     positions: dict[str, tuple[int, int]]
+    segments: frozenset[tuple[int, int]] = frozenset()
 
 
 def next_snapshot_id(fs: Fs, meta_dir: Path) -> int:
@@ -269,6 +305,22 @@ def write_snapshot_stream(
     fs.fsync_dir(meta_dir)
     _delete_others(fs, meta_dir, snap_id, keep)
     return path
+
+
+def kept_snapshot_segments(fs: Fs, meta_dir: Path) -> frozenset[tuple[int, int]]:
+    """The segments every valid snapshot file in `meta_dir` references (records skipped)."""
+    out: set[tuple[int, int]] = set()
+    for snap_id in snapshot_ids(fs, meta_dir):
+        try:
+            buf = fs.read_file(meta_dir / snapshot_name(snap_id))
+        except FileNotFoundError:
+            continue
+        if len(buf) < _HEADER.size or _HEADER.unpack_from(buf, 0)[1] < 2:
+            continue  # format 1 references nothing
+        doc = decode_snapshot(buf, lambda _name: False)
+        if doc is not None:
+            out |= referenced_segments(doc)
+    return frozenset(out)
 
 
 class SnapshotMissingError(Exception):

@@ -19,12 +19,16 @@ start, crash leftovers (`.tmp` files, half segment pairs) that startup removes.
 `plan_repairs`/`apply_repairs` turn a report into actions (the operator chooses the loss):
 corrupt WAL groups are quarantined and truncated (`walscan.repair_group`), torn tails
 sealed, damaged segment pairs and snapshot files moved to a `quarantine/` directory beside
-them (`topics/quarantine/<ID>/`, `meta/quarantine/`) — both are materializations that
-snapshot + WAL rebuild (§4.1), so moving them loses at most a best-effort delete flag.
+them (`topics/quarantine/<ID>/`, `meta/quarantine/`). A snapshot file is rebuilt from the
+WAL and the other snapshot. A segment that no kept snapshot references is too (§4.1), so
+moving it loses at most a best-effort delete flag; one that a kept snapshot references
+(format 2, docs/storage.md) holds the only copy of its records and is never moved: the
+plan says so, and the file must come back from a backup.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 import struct
 from collections import Counter
@@ -33,6 +37,7 @@ from mmap import mmap
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import numpy as np
 import orjson
 import xxhash
@@ -50,7 +55,14 @@ from seglog.core.segment_format import (
 from seglog.storage.datadir import list_topic_ids, make_dirs_durably
 from seglog.storage.fs import Fs
 from seglog.storage.segment import Tier, segment_base, topic_dir_name
-from seglog.storage.snapshot import MAGIC, VERSION, snapshot_ids, snapshot_name
+from seglog.storage.snapshot import (
+    MAGIC,
+    READABLE_VERSIONS,
+    SegmentRef,
+    segment_refs,
+    snapshot_ids,
+    snapshot_name,
+)
 from seglog.storage.wal_files import WalGroup, discover_groups
 from seglog.storage.walscan import (
     QUARANTINE_DIR,
@@ -123,6 +135,9 @@ class Report:
     topics: list[TopicCounts]
     leftovers: list[Path]  # crash leftovers startup removes
     vanished: list[Path]  # files removed while verify ran (a live server)
+    # segments a kept snapshot references: (topic_id, first seq) -> the snapshot ids
+    referenced: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    lost: list[str] = field(default_factory=list)  # referenced segments that are missing
 
     @property
     def wal_corruption(self) -> list[Corruption]:
@@ -139,6 +154,7 @@ class Report:
             or any(g.missing_files for g in self.groups)
             or any(s.problem for s in self.segments)
             or any(s.problem for s in self.snapshots)
+            or self.lost
         )
 
 
@@ -152,7 +168,7 @@ def snapshot_problem(buf: bytes) -> tuple[str | None, dict[str, Any] | None]:
     magic, version, body_len, checksum = _SNAP_HEADER.unpack_from(buf, 0)
     if magic != MAGIC:
         return f"bad magic {magic!r}", None
-    if version != VERSION:
+    if version not in READABLE_VERSIONS:
         return f"unsupported version {version}", None
     body = buf[_SNAP_HEADER.size :]
     if len(body) < body_len:
@@ -174,9 +190,21 @@ def _positions(doc: dict[str, Any]) -> dict[str, Position]:
     return {str(g["key"]): (int(g["wal_idx"]), int(g["wal_offset"])) for g in groups}
 
 
+def _live(ref: SegmentRef) -> int:
+    dead = base64.b64decode(ref.dead) if ref.dead else b""
+    return ref.last - ref.first + 1 - int(np.unpackbits(np.frombuffer(dead, np.uint8)).sum())
+
+
 def _check_snapshots(
-    fs: Fs, meta_dir: Path, topics: dict[int, TopicCounts], vanished: list[Path]
+    fs: Fs,
+    meta_dir: Path,
+    topics: dict[int, TopicCounts],
+    vanished: list[Path],
+    referenced: dict[tuple[int, int], list[int]],
+    newest_refs: list[tuple[int, SegmentRef]],
 ) -> tuple[list[SnapshotCheck], dict[str, Any] | None]:
+    """Every snapshot file checked; fills `referenced` with the segments the valid ones
+    reference, and `newest_refs` with those of the newest valid one."""
     checks: list[SnapshotCheck] = []
     newest: dict[str, Any] | None = None
     for snap_id in reversed(snapshot_ids(fs, meta_dir)):
@@ -196,11 +224,16 @@ def _check_snapshots(
                     int(t["topic_id"]),
                     str(t["name"]),
                     int(t.get("head_seq", 0)),
-                    len(t.get("records", [])),
+                    len(t.get("records", [])) + sum(map(_live, segment_refs(t))),
                 )
                 for t in doc.get("topics", [])
             ]
-        except (KeyError, TypeError, ValueError, AttributeError):
+            for t in doc.get("topics", []):
+                for ref in segment_refs(t):
+                    referenced.setdefault((int(t["topic_id"]), ref.segment), []).append(snap_id)
+                    if newest is None:
+                        newest_refs.append((int(t["topic_id"]), ref))
+        except (KeyError, TypeError, ValueError, AttributeError, msgspec.ValidationError):
             checks.append(SnapshotCheck(snap_id, path, "body does not parse as a snapshot"))
             continue
         checks.append(SnapshotCheck(snap_id, path, None, len(entries), positions))
@@ -359,7 +392,9 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
     leftovers: list[Path] = []
     vanished: list[Path] = []
     meta_dir = root / "meta"
-    snapshots, newest = _check_snapshots(fs, meta_dir, topics, vanished)
+    referenced: dict[tuple[int, int], list[int]] = {}
+    newest_refs: list[tuple[int, SegmentRef]] = []
+    snapshots, newest = _check_snapshots(fs, meta_dir, topics, vanished, referenced, newest_refs)
     leftovers.extend(meta_dir / n for n in sorted(fs.listdir(meta_dir)) if n.endswith(".bin.tmp"))
     starts = _positions(newest) if newest is not None else {}
     groups: list[GroupCheck] = []
@@ -380,7 +415,38 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
         [topics[k] for k in sorted(topics)],
         leftovers,
         vanished,
+        referenced,
+        _lost(fs, root, cold_root, newest_refs, segments, vanished),
     )
+
+
+def _lost(
+    fs: Fs,
+    root: Path,
+    cold_root: Path | None,
+    refs: list[tuple[int, SegmentRef]],
+    segments: list[SegmentCheck],
+    vanished: list[Path],
+) -> list[str]:
+    """The segments the recovery snapshot references that are not there whole. A topic
+    whose directory is gone was deleted (recovery replays its delete) and loses nothing."""
+    have = {(s.topic_id, s.first_seq): s.records for s in segments}
+    out = []
+    for tid, ref in refs:
+        n = have.get((tid, ref.segment))
+        if n == ref.segment_last - ref.segment + 1:
+            continue
+        dirs = [root / "topics" / topic_dir_name(tid)]
+        if cold_root is not None:
+            dirs.append(cold_root / "topics" / topic_dir_name(tid))
+        if not any(fs.exists(d) for d in dirs) or any(p.parent in dirs for p in vanished):
+            continue
+        what = "is missing" if n is None else f"holds {n} records"
+        out.append(
+            f"topic {tid:08X}: the sealed segment of seqs {ref.segment}..{ref.segment_last}, "
+            f"the only copy of live records in {ref.first}..{ref.last}, {what}"
+        )
+    return out
 
 
 # ---- repair ----------------------------------------------------------------------------
@@ -391,6 +457,8 @@ class RepairPlan:
     wal: list[tuple[WalGroup, Corruption, WalRepair]]
     seal: list[tuple[Path, int]]  # torn tails of groups that are not corrupt
     moves: list[tuple[Path, Path]]  # damaged segment files and snapshots → quarantine
+    # damaged segments left in place: a kept snapshot holds no other copy of their records
+    kept: list[tuple[Path, list[int]]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -419,15 +487,19 @@ def plan_repairs(fs: Fs, report: Report) -> RepairPlan:
             seal.extend(g.scan.torn_tails)
     taken: set[Path] = set()
     moves: list[tuple[Path, Path]] = []
+    kept: list[tuple[Path, list[int]]] = []
     for s in report.segments:
-        if s.problem:
+        snaps = report.referenced.get((s.topic_id, s.first_seq))
+        if s.problem and snaps:
+            kept.append((s.data_path, snaps))
+        elif s.problem:
             qdir = s.data_path.parent.parent / QUARANTINE_DIR / s.data_path.parent.name
             moves += [(p, _quarantine_path(fs, p, qdir, taken)) for p in (s.data_path, s.idx_path)]
     for snap in report.snapshots:
         if snap.problem:
             qdir = snap.path.parent / QUARANTINE_DIR
             moves.append((snap.path, _quarantine_path(fs, snap.path, qdir, taken)))
-    return RepairPlan(wal, seal, moves)
+    return RepairPlan(wal, seal, moves, kept)
 
 
 def apply_repairs(fs: Fs, plan: RepairPlan) -> None:
