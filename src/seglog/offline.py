@@ -35,7 +35,7 @@ from pathlib import Path
 from seglog.core.segment_format import SegmentCorruption
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
-from seglog.engine.recovery import Replayed, held_runs, replay, sealed_reader
+from seglog.engine.recovery import Replayed, SealedReader, held_runs, replay
 from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
@@ -156,7 +156,9 @@ class OfflineDir:
             use_wal=point.use_wal,
             records_for=point.only,
             held_payloads=self._held,
-            read_sealed=sealed_reader(self.fs, root, cold_root),
+            # Frames are verified once, later: by the tasks that read a segment, or by
+            # `verify_unread` for the rest (as `_reconcile` reads the delete flags).
+            read_sealed=SealedReader(self.fs, root, cold_root, checksums=False),
         )
         self._check_closed()
         # Step 8 before step 9, as at startup: which segments are reused is decided by the

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+import numpy as np
+
 from seglog.clock import Clock
 from seglog.core.frame_bodies import (
     DeleteBody,
@@ -261,6 +263,7 @@ def recover(
     of the snapshot (`held_by_segments`). `pins` gets the segments the snapshots on disk
     reference before any segment is dropped."""
     held = None
+    sealed = SealedReader(fs, datadir.root, datadir.cold_root)
     if payload_cache is not None:
         held = held_by_segments(fs, datadir.root, datadir.cold_root, payload_cache)
     rp = replay(
@@ -272,7 +275,7 @@ def recover(
         attach_segments=attach_segments,
         on_progress=on_progress,
         held_payloads=held,
-        read_sealed=sealed_reader(fs, datadir.root, datadir.cold_root),
+        read_sealed=sealed,
     )
     registry, routers = rp.registry, rp.routers
     if pins is not None:
@@ -304,7 +307,7 @@ def recover(
     layout_changed = bool(rp.group_keys) and rp.group_keys != current
 
     for t in registry.all():
-        _reconcile_segments(t)
+        _reconcile_segments(t, sealed.deleted)
     # An ephemeral topic holds no records after recovery, so no segment of it is valid.
     known = {tid for tid, t in registry.by_id.items() if t.persistent}
     for root in (datadir.topics_dir, datadir.cold_topics_dir):
@@ -330,32 +333,48 @@ def held_by_segments(
     return held
 
 
-def sealed_reader(fs: Fs, root: Path, cold_root: Path | None) -> ReadSealed:
+class SealedReader:
     """`replay`'s `read_sealed` over the segment files of `root` (and `cold_root`): a
     referenced segment is found by its bounds and read whole, every frame verified
-    (`SegmentCorruption` otherwise); None when no complete segment has those bounds."""
-    listed: dict[int, dict[tuple[int, int], SegmentInfo]] = {}
+    (`SegmentCorruption` otherwise); None when no complete segment has those bounds. It
+    remembers the delete flags it saw, so step 8 need not verify those files again.
+    Without `checksums`, every check but the frames' checksums: for a reader that verifies
+    every frame it later reads, and the rest (`seglog.offline`)."""
 
-    def read(topic_id: int, ref: SegmentRef) -> SealedRows | None:
-        infos = listed.get(topic_id)
+    def __init__(self, fs: Fs, root: Path, cold_root: Path | None, checksums: bool = True) -> None:
+        self.fs, self.root, self.cold_root = fs, root, cold_root
+        self.checksums = checksums
+        self._listed: dict[int, dict[tuple[int, int], SegmentInfo]] = {}
+        self._deleted: dict[Path, list[int]] = {}
+
+    def __call__(self, topic_id: int, ref: SegmentRef) -> SealedRows | None:
+        infos = self._listed.get(topic_id)
         if infos is None:
             infos = {
                 (i.first_seq, i.last_seq): i
-                for i in list_topic_segments(root, topic_id, cold_root, fs)
+                for i in list_topic_segments(self.root, topic_id, self.cold_root, self.fs)
             }
-            listed[topic_id] = infos
+            self._listed[topic_id] = infos
         info = infos.get((ref.segment, ref.segment_last))
         if info is None:
             return None
         try:
-            data, lay = read_segment_layout(info, fs)
+            data, lay = read_segment_layout(info, self.fs, self.checksums)
             sizes = layout_sizes(data, lay)
             node, tag = layout_labels(data, lay)
         except (SegmentCorruption, FrameError) as e:
+            if not self.checksums:  # a damaged frame, most likely: say which
+                try:
+                    read_segment_layout(info, self.fs)
+                except SegmentCorruption as precise:
+                    raise SegmentCorruption(f"{info.data_path}: {precise}") from precise
             raise SegmentCorruption(f"{info.data_path}: {e}") from e
+        self._deleted[info.data_path] = (np.flatnonzero(lay.deleted) + info.first_seq).tolist()
         return SealedRows(lay.ts.tolist(), sizes, node, tag)
 
-    return read
+    def deleted(self, info: SegmentInfo) -> list[int] | None:
+        """The seqs flagged deleted in `info`'s file when it was read, if it was."""
+        return self._deleted.get(info.data_path)
 
 
 def held_runs(
@@ -602,8 +621,11 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
 
 
-def _reconcile_segments(t: TopicState) -> None:
-    """§6 step 8: reuse sealed segments within the head, drop the rest, re-apply flags."""
+def _reconcile_segments(
+    t: TopicState, known: Callable[[SegmentInfo], list[int] | None] = lambda _i: None
+) -> None:
+    """§6 step 8: reuse sealed segments within the head, drop the rest, re-apply flags
+    (`known`: the flags of files already verified and read, e.g. by the restore)."""
     segs = t.segments
     if segs is None:
         return
@@ -615,7 +637,9 @@ def _reconcile_segments(t: TopicState) -> None:
             keep.append(info)
     flagged: list[int] = []
     for info in keep:
-        flagged.extend(s for s in segs.store.read_del_flags(info) if t.is_live(s))
+        seen = known(info)
+        deleted = segs.store.read_del_flags(info) if seen is None else seen
+        flagged.extend(s for s in deleted if t.is_live(s))
     if flagged:
         t.apply_delete(None, None, 0, flagged)
     segs.set_sealed(keep)

@@ -508,12 +508,14 @@ def iter_segment(info: SegmentInfo, fs: Fs | None = None) -> Iterator[SegmentRec
     yield from _scan_verified(fs.read_file(info.data_path), info)
 
 
-def read_segment_layout(info: SegmentInfo, fs: Fs | None = None) -> tuple[bytes, SegmentLayout]:
+def read_segment_layout(
+    info: SegmentInfo, fs: Fs | None = None, checksums: bool = True
+) -> tuple[bytes, SegmentLayout]:
     """One segment's `.data` bytes and where every frame's fields lie in them, every
-    checksum verified (node and tag not yet decoded: see `SegmentLayout`); raises
-    `SegmentCorruption`."""
+    checksum verified unless not `checksums` (node and tag not yet decoded: see
+    `SegmentLayout`); raises `SegmentCorruption`."""
     fs = fs or RealFs()
     data = fs.read_file(info.data_path)
     idx = idx_view(fs.read_file(info.idx_path))
     _check_count(len(idx), info)
-    return data, segment_layout(data, info.first_seq, idx["offset"], idx["len"])
+    return data, segment_layout(data, info.first_seq, idx["offset"], idx["len"], checksums)
