@@ -307,3 +307,24 @@ def test_a_format_1_snapshot_still_restores(make_engine: EngineFactory) -> None:
         wal.unlink()  # the snapshot alone holds the records now
     write_file_durably(e.fs, meta_dir / snapshot_name(1), header + raw)
     assert _state(make_engine(), "a") == before
+
+
+def test_records_kept_from_before_a_topic_became_persistent_are_rendered(
+    make_engine: EngineFactory,
+) -> None:
+    """Rows that no sealed segment holds, before the first one (written while the topic
+    was ephemeral) as well as after the last, are rendered into `records`."""
+    e = make_engine(segment_max_events=50)
+    e.put_topic("a", TopicConfig(durability=Durability.EPHEMERAL))
+    e.write("a", [RecordIn.of({"early": i}) for i in range(30)])
+    e.put_topic("a", TopicConfig(durability=Durability.DISK))
+    e.write("a", [RecordIn.of({"i": i}, tag="x") for i in range(120)])
+    seal_topic(e, e.topics["a"])
+    e.snapshot()
+    a = next(t for t in _snapshot_doc(e)["topics"] if t["name"] == "a")
+    seqs = [r["seq"] for r in a["records"]]
+    assert seqs == list(range(1, 31)) + list(range(131, 151))  # before and after the segments
+    assert [(r["first"], r["last"]) for r in a["segments"]] == [(31, 80), (81, 130)]
+    before = _state(e, "a")
+    e.close(snapshot=False)
+    assert _state(make_engine(), "a") == before

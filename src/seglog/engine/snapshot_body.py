@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -27,16 +27,30 @@ import orjson
 from seglog.engine.topic import Rows
 
 
+@dataclass(frozen=True, slots=True)
+class SealedPart:
+    """Seqs `[first, last]` of a topic's retained range that the sealed segment spanning
+    `[segment, segment_last]` holds."""
+
+    segment: int
+    segment_last: int
+    first: int
+    last: int
+
+
 @dataclass(slots=True)
 class TopicRender:
-    """One captured topic: its §5.2 entry without `records`, its rows (None: ephemeral),
-    and the sealed segments (first, last) overlapping the rows, ascending."""
+    """One captured topic: its §5.2 entry without `records` and, for a persistent topic,
+    its retained range from `first_seq` cut into parts, ascending: the sealed segments'
+    (referenced with their slice of `dead`, the range's dead flags) and copies of the rows
+    in between (rendered). Ephemeral: no parts."""
 
     topic_id: int
     entry: dict[str, Any]
-    rows: Rows | None
-    sealed: list[tuple[int, int]]
-    # Renders rows[lo:hi] (payloads read back as needed); set by the capturer.
+    first_seq: int = 0
+    dead: bytearray = field(default_factory=bytearray)
+    parts: list[Rows | SealedPart] | None = None
+    # Renders rows[lo:hi] of a copied part; set by the capturer.
     render: Callable[[Rows, int, int], bytes] | None = None
 
 
@@ -62,31 +76,22 @@ def dead_flags(bitmap: str, n: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
 def _topic_pieces(t: TopicRender, refs: list[dict[str, Any]]) -> Iterator[bytes]:
     """The topic's rendered `records` text piece by piece, lazily (the writer streams each
     to the file before the next is rendered); fills `refs` with its segment references."""
-    rows = t.rows
-    assert rows is not None and t.render is not None
-    n = len(rows.ts)
-    at = 0
-    for first, last in t.sealed:
-        lo = max(first - rows.first_seq, at)
-        hi = min(last - rows.first_seq + 1, n)
-        if hi <= lo:
+    assert t.parts is not None and t.render is not None
+    for part in t.parts:
+        if isinstance(part, Rows):
+            yield t.render(part, 0, len(part.ts))
             continue
-        if lo > at:  # rows before this segment that no sealed segment holds
-            yield t.render(rows, at, lo)
-        dead = rows.dead[lo:hi]
+        dead = t.dead[part.first - t.first_seq : part.last - t.first_seq + 1]
         if dead.count(0):  # a segment with no live record here is left out: holes
             refs.append(
                 {
-                    "segment": first,
-                    "segment_last": last,
-                    "first": rows.first_seq + lo,
-                    "last": rows.first_seq + hi - 1,
+                    "segment": part.segment,
+                    "segment_last": part.segment_last,
+                    "first": part.first,
+                    "last": part.last,
                     "dead": dead_bitmap(dead),
                 }
             )
-        at = hi
-    if at < n:
-        yield t.render(rows, at, n)
 
 
 def body_pieces(
@@ -103,7 +108,7 @@ def body_pieces(
     for i, t in enumerate(topics):
         entry = orjson.dumps(t.entry)
         sep = b"" if i == 0 else b","
-        if t.rows is None:  # ephemeral: its entry already says "records":[]
+        if t.parts is None:  # ephemeral: its entry already says "records":[]
             yield sep + entry
             continue
         yield sep + entry[:-1] + b',"records":['

@@ -24,7 +24,7 @@ from seglog.core.jsonbytes import json_bytes
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
-from seglog.engine.snapshot_body import TopicRender, body_pieces, dead_flags
+from seglog.engine.snapshot_body import SealedPart, TopicRender, body_pieces, dead_flags
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
@@ -84,10 +84,12 @@ def records_text(rows: Rows, start: int, end: int) -> bytes:
     return b",".join(parts)
 
 
-def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None]:
+def capture_topic(t: TopicState, pins: SnapshotPins) -> TopicRender:
     """Under `t.lock` with no pending ops: the §5.2 topic entry without its `records`, and
-    the rows to render them from once the lock is released (None for ephemeral topics).
-    Only list copies here."""
+    what renders them once the lock is released: the retained range's dead flags, the
+    sealed segments overlapping it (held in `pins` from here on) and copies of the rows no
+    sealed segment holds. Copies only the rows that are rendered (the unsealed tail,
+    mostly), so the lock is held for the tail's size, not the topic's."""
     entry: dict[str, Any] = {
         "name": t.name,
         "topic_id": t.topic_id,
@@ -107,10 +109,10 @@ def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None]:
             live_count=0,
             records=[],
         )
-        return entry, None
+        return TopicRender(t.topic_id, entry)
     start = max(t.front, t.earliest() - t.origin)
     end = len(t.ts)
-    rows = t.rows(t.origin + start, t.origin + end - 1)
+    first, last = t.origin + start, t.origin + end - 1
     entry.update(
         base_seq=t.base_seq,
         head_seq=t.head,
@@ -122,7 +124,21 @@ def capture_topic(t: TopicState) -> tuple[dict[str, Any], Rows | None]:
         bytes_retained=t.bytes,
         live_count=t.count,
     )
-    return entry, rows
+    parts: list[Rows | SealedPart] = []
+    at = first
+    sealed = t.segments.overlapping(first, last) if t.segments is not None and end > start else []
+    for info in sealed:
+        lo, hi = max(info.first_seq, at), min(info.last_seq, last)
+        if hi < lo:
+            continue
+        if lo > at:  # rows before this segment that no sealed segment holds
+            parts.append(t.rows(at, lo - 1))
+        parts.append(SealedPart(info.first_seq, info.last_seq, lo, hi))
+        at = hi + 1
+    if at <= last:
+        parts.append(t.rows(at, last))
+    pins.hold((t.topic_id, info.first_seq) for info in sealed)
+    return TopicRender(t.topic_id, entry, first, t.dead[start:end], parts, _render)
 
 
 HeldRuns = Sequence[tuple[int, int]]  # inclusive seq runs whose payloads a sealed segment holds
@@ -441,14 +457,7 @@ def _capture_topics(
                 except WalError:
                     pass
                 head = publisher.apply_ready(t, now)
-            entry, rows = capture_topic(t)
-            sealed: list[tuple[int, int]] = []
-            if rows is not None and t.segments is not None and rows.ts:
-                last = rows.first_seq + len(rows.ts) - 1
-                sealed = [
-                    (i.first_seq, i.last_seq) for i in t.segments.overlapping(rows.first_seq, last)
-                ]
-                pins.hold((t.topic_id, first) for first, _ in sealed)
+            captured = capture_topic(t, pins)
             # Every HeadWatermark logged so far sits before the checkpoint and will be
             # skipped by replay, so the next disk write — also after a later class change
             # back to disk — must log a fresh reservation after it.
@@ -456,7 +465,7 @@ def _capture_topics(
             t.pre_reservation = None  # submitted before the checkpoint, maybe: not trusted
         if head is not None:
             publisher.notify(t.name, head)
-        topics.append(TopicRender(t.topic_id, entry, rows, sealed, _render))
+        topics.append(captured)
     return topics
 
 
