@@ -145,6 +145,7 @@ class OfflineDir:
         self.point = point
         self.fs = ReadOnlyFs(fs or RealFs())
         self._listed: dict[int, list[SegmentInfo]] = {}
+        self._sealed = SealedReader(self.fs, root, cold_root, checksums=False)
         self._rp: Replayed = replay(
             self.fs,
             root / "meta",
@@ -158,7 +159,7 @@ class OfflineDir:
             held_payloads=self._held,
             # Frames are verified once, later: by the tasks that read a segment, or by
             # `verify_unread` for the rest (as `_reconcile` reads the delete flags).
-            read_sealed=SealedReader(self.fs, root, cold_root, checksums=False),
+            read_sealed=self._sealed,
         )
         self._check_closed()
         # Step 8 before step 9, as at startup: which segments are reused is decided by the
@@ -308,7 +309,9 @@ class OfflineDir:
         flagged: list[int] = []
         for i in reused:
             try:
-                flagged += [s for s in store.read_del_flags(i, False) if t.is_live(s)]
+                seen = self._sealed.deleted(i)  # read by the restore already, if referenced
+                deleted = store.read_del_flags(i, False) if seen is None else seen
+                flagged += [s for s in deleted if t.is_live(s)]
             except SegmentCorruption as e:
                 store.close()
                 raise SegmentCorruption(f"{i.data_path}: {e}") from e
