@@ -369,3 +369,27 @@ def test_repair_never_moves_a_segment_only_it_holds_records_of(tmp_path: Path) -
     assert "keep topics/00000001/seg-0000000000000001.data: snapshot(s) 1" in r.output
     assert "restore the file from a backup" in r.output
     assert seg.exists() and not (tmp_path / "data" / "topics" / "quarantine").exists()
+
+
+def test_verify_excuses_a_referenced_segment_only_when_the_wal_drops_its_topic(
+    tmp_path: Path,
+) -> None:
+    """A topic deleted after the snapshot takes its files with it (recovery replays the
+    delete); a topic directory removed by hand is lost records."""
+    import shutil
+
+    from seglog.clock import ManualClock
+    from seglog.engine.engine import Engine, EngineOptions
+
+    seg_dir = engine_dir(tmp_path / "data")
+    shutil.rmtree(seg_dir)
+    r = run("verify", str(tmp_path / "data"))
+    assert r.exit_code == 1 and "LOST topic 00000001" in r.output, r.output
+    seg_dir = engine_dir(tmp_path / "other")
+    e = Engine(EngineOptions(data_dir=tmp_path / "other", wal_shards=1), clock=ManualClock())
+    e.open()
+    e.drop_topic("a")  # logged after the snapshot, its files removed at once
+    e.close(snapshot=False)
+    assert not seg_dir.exists()
+    r = run("verify", str(tmp_path / "other"))
+    assert r.exit_code == 0 and "LOST" not in r.output, r.output

@@ -166,6 +166,9 @@ class OfflineDir:
         # recovered heads, before forwarding appends copies to the dests.
         self._reused = {t.topic_id: self._reconcile(t) for t in self._kept() if t.persistent}
         self._forward()
+        for t in self._rp.registry.all():  # forwarding was their last reader here
+            if t.segments is not None:
+                t.segments.store.close()
 
     @classmethod
     def open(

@@ -21,10 +21,8 @@ from seglog.core.segment_run import layout_labels, layout_sizes, segment_layout
 from seglog.engine.engine import Engine
 from seglog.engine.maintenance import seal_topic
 from seglog.engine.segments import encode_rows
-from seglog.engine.snapshot_body import dead_bitmap, dead_flags
 from seglog.engine.snapshots import (
     SealedRows,
-    SealedSegmentMissingError,
     records_json,
     restore_topic,
 )
@@ -32,13 +30,18 @@ from seglog.engine.topic import Rows
 from seglog.model import Durability, RecordIn, Selector, TopicConfig
 from seglog.storage.fs import write_file_durably
 from seglog.storage.snapshot import (
+    SealedSegmentMissingError,
     SegmentRef,
     SnapshotRecord,
+    dead_bitmap,
+    dead_flags,
     decode_snapshot,
     encode_snapshot,
     snapshot_name,
 )
 from tests.conftest import EngineFactory
+from tests.engine.oracle import IMAGES, ROOT, ImageKind, abandon, image, open_engine, read_all
+from tests.support.faultfs import FaultFs
 
 LABEL = st.none() | st.sampled_from(["n", "é-ü", 'q"', "b\\s", "t\tab", "x" * 20])
 JSON = st.recursive(
@@ -127,8 +130,9 @@ def test_a_segment_reference_restores_what_its_records_restore(
     rows: Rows, data: st.DataObject
 ) -> None:
     """The same rows restored from rendered records and from a sealed segment of them
-    referenced with the same dead flags: every column but the payloads (left in the file)
-    and every count agree."""
+    referenced with the same dead flags (with the retained range starting anywhere in the
+    segment, and a rendered record after it): every column but the payloads (left in the
+    file) and every count agree."""
     n = len(rows.ts)
     assume(n > 0)  # a segment holds at least one record
     rows.ts.sort()  # ts never decrease with seq
@@ -151,10 +155,11 @@ def test_a_segment_reference_restores_what_its_records_restore(
         "topic_id": 3,
         "epoch": 1,
         "config": TopicConfig().to_dict(),
-        "base_seq": rows.first_seq,
-        "head_seq": last + 2,  # two holes after the segment
+        "base_seq": rows.first_seq + data.draw(st.integers(0, n)),  # clamps the reference
+        "head_seq": last + 3,  # a hole, a rendered record, a hole
     }
-    plain = restore_topic({**entry, "records": orjson.loads(records_json(rows))})
+    after = {"seq": last + 2, "ts": max(rows.ts), "tag": "z", "data": {"x": 1}, "bytes": 7}
+    plain = restore_topic({**entry, "records": [*orjson.loads(records_json(rows)), after]})
     refs = [SegmentRef(rows.first_seq, last, rows.first_seq, last, dead_bitmap(dead))]
     reads: list[tuple[int, SegmentRef]] = []
 
@@ -162,12 +167,14 @@ def test_a_segment_reference_restores_what_its_records_restore(
         reads.append((topic_id, ref))
         return sealed
 
-    referenced = restore_topic({**entry, "records": [], "segments": refs}, (), read)
+    referenced = restore_topic({**entry, "records": [after], "segments": refs}, (), read)
     assert reads == [(3, r) for r in refs]
     for attr in ("origin", "head", "front", "count", "bytes", "ts", "node", "tag", "size", "dead"):
         assert getattr(referenced, attr) == getattr(plain, attr), attr
     live = [k for k in range(len(plain.data)) if not plain.dead[k]]
-    assert all(referenced.data[k] is None for k in live)
+    in_file = [k for k in live if referenced.origin + k <= last]
+    assert all(referenced.data[k] is None for k in in_file)
+    assert referenced.data[last + 2 - referenced.origin] == b'{"x":1}'  # rendered
 
 
 def test_dead_bitmaps_round_trip() -> None:
@@ -328,3 +335,80 @@ def test_records_kept_from_before_a_topic_became_persistent_are_rendered(
     before = _state(e, "a")
     e.close(snapshot=False)
     assert _state(make_engine(), "a") == before
+
+
+# ---- review findings: stand-ins never pass for records, stale references never linger ----
+
+
+def _crash(e: Engine, fs: FaultFs) -> FaultFs:
+    image = fs.process_crash_image()
+    abandon(e, fs)
+    return image
+
+
+def test_a_missing_segment_of_a_ttl_topic_is_never_taken_for_expired_records() -> None:
+    """Replay runs retention over the stand-ins of a missing segment (here: a config update
+    after the snapshot); their stand-in timestamps must not let them expire unnoticed."""
+    fs = FaultFs()
+    config = TopicConfig(durability=Durability.DISK, ttl_ms=86_400_000)
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", config)
+    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["t"])
+    e.snapshot()
+    e.put_topic("t", config)
+    topic_dir = ROOT / "topics" / f"{e.topics['t'].topic_id:08X}"
+    fs = _crash(e, fs)
+    for suffix in ("data", "idx"):
+        fs.unlink(topic_dir / f"seg-0000000000000001.{suffix}")
+    with pytest.raises(SealedSegmentMissingError, match=r"1\.\.50"):
+        open_engine(fs, segment_max_events=50)
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_a_topic_made_ephemeral_and_persistent_again_across_crashes(kind: ImageKind) -> None:
+    """Recovery empties a topic that is ephemeral at the crash and removes its segment
+    files; the snapshots it takes before any write must stop referencing them, so a later
+    crash neither refuses to start nor brings the emptied records back."""
+    fs = FaultFs()
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["t"])
+    e.snapshot()
+    e.put_topic("t", TopicConfig(durability=Durability.EPHEMERAL))
+    fs = _image_and_abandon(e, fs, kind)
+    e = open_engine(fs, segment_max_events=50)
+    assert e.topics["t"].count == 0
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    (seq,) = e.write("t", [RecordIn.of({"new": 1})]).seqs
+    fs = _image_and_abandon(e, fs, kind)
+    e = open_engine(fs, segment_max_events=50)
+    try:
+        assert list(read_all(e, "t")) == [seq]
+    finally:
+        abandon(e, fs)
+
+
+def _image_and_abandon(e: Engine, fs: FaultFs, kind: ImageKind) -> FaultFs:
+    img = image(fs, kind)
+    abandon(e, fs)
+    return img
+
+
+def test_an_offline_read_of_a_running_server_leaves_out_a_topic_deleted_since(
+    make_engine: EngineFactory,
+) -> None:
+    """A running server's directory is read as of its newest snapshot, minus what was
+    deleted since: a topic deleted after it (its files gone) is left out, not an error."""
+    from seglog.offline import OfflineDir
+
+    e = make_engine(segment_max_events=50)
+    for name in ("a", "gone"):
+        e.write(name, [RecordIn.of({"i": i}) for i in range(120)])
+        seal_topic(e, e.topics[name])
+    e.snapshot()
+    e.drop_topic("gone")
+    assert e.datadir is not None
+    d = OfflineDir.open(e.datadir.root, None, 0, running=True)
+    assert [(v.name, v.count) for v in d.topics()] == [("a", 120)]

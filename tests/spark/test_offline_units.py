@@ -245,6 +245,17 @@ def test_corrupt_segment_fails_loudly(tmp_path: Path) -> None:
         offline(root)
 
 
+def test_a_missing_referenced_segment_fails_loudly(tmp_path: Path) -> None:
+    """The snapshot references its sealed segments (format 2): one gone means records that
+    exist nowhere else, and the read says so instead of returning the rest."""
+    root = tmp_path / "dir"
+    build(root, final_snapshot=True)
+    seg = sorted((root / "cold" / "topics").rglob("*.data"))[-1]
+    seg.unlink()
+    with pytest.raises(SeglogCorruptionError, match="is missing, and nothing else holds them"):
+        offline(root)
+
+
 def test_running_engine_reads_as_of_its_newest_snapshot(tmp_path: Path) -> None:
     root = tmp_path / "dir"
     e = Engine(options(root))

@@ -169,11 +169,13 @@ class Engine:
         for r in self.routers.all():
             self.forwarder.rebuild_copies(r)
         self.forwarder.forward_all()
-        if layout_changed:
+        if layout_changed or rec.stale_references:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
             # absorb the old layout's groups before any write lands in the new one. Twice,
             # so that both kept snapshots follow the change: falling back to a damaged
             # newest one must never replay the new layout from an old layout's positions.
+            # (Also when a topic restored with segment references became ephemeral:
+            # its files are gone, so no kept snapshot may reference them any more.)
             self.snapshot()
             self.snapshot()
         self.last_snapshot_ms = self.clock.now_ms()

@@ -53,7 +53,12 @@ from seglog.engine.topic import TopicState
 from seglog.model import TopicConfig
 from seglog.storage.datadir import DataDir, list_topic_ids
 from seglog.storage.fs import Fs
-from seglog.storage.segment import SegmentInfo, list_topic_segments, read_segment_layout
+from seglog.storage.segment import (
+    SegmentInfo,
+    list_topic_segments,
+    read_segment_layout,
+    topic_dir_name,
+)
 from seglog.storage.snapshot import (
     RECORDS_SKIPPED,
     SegmentRef,
@@ -98,6 +103,7 @@ class Recovered:
     last_snapshot: SnapshotMark | None
     torn_tails: int
     routers: RouterTable
+    stale_references: bool = False  # see `Replayed`: the caller snapshots before writes
 
 
 @dataclass(slots=True)
@@ -124,6 +130,10 @@ class Replayed:
     snapshot: SnapshotMark | None
     scans: list[tuple[GroupScan, dict[int, tuple[int, int]]]]
     group_keys: set[str]
+    # A topic restored with segment references is ephemeral now: its files go, so the
+    # caller must snapshot before any write, or a later replay from that snapshot would
+    # meet the references without their files.
+    stale_references: bool = False
 
 
 def _gc_paused(fn: Callable[P, R]) -> Callable[P, R]:
@@ -171,13 +181,15 @@ def replay(
     payloads a sealed segment that step 8 reuses holds: they are restored without them.
     `read_sealed` reads the segments a format-2 snapshot references (`sealed_reader`).
     Raises `WalCorruptionError` when a WAL group holds valid frames after an invalid one,
-    `SealedSegmentMissingError` when records only a missing segment held are still live."""
+    `SealedSegmentMissingError` when a persistent topic lost records only a missing segment
+    held."""
     registry = Registry()
     routers = RouterTable()
     rp = _Replay(registry, routers, attach_segments, clock.now_ms(), records_for)
     starts: dict[str, Position] = {}
     last_snapshot = None
     missing: MissingRuns = []
+    referencing: set[int] = set()
     if snapshot_id is None:
         snap = load_latest_snapshot(fs, meta_dir, records_for)
     else:
@@ -193,6 +205,8 @@ def replay(
             if held_payloads is not None and not entry.get(RECORDS_SKIPPED):
                 held = held_payloads(int(entry["topic_id"]), int(entry["head_seq"]))
             t = restore_topic(entry, held, read_sealed, missing)
+            if entry.get("segments"):
+                referencing.add(t.topic_id)
             attach_segments(t)
             registry.add(t)
         routers.restore(snap.get("routers", []))
@@ -239,9 +253,15 @@ def replay(
         t.pop_front()
         t.reserved = t.head
         t.reservation = t.reservation_durable = t.head
-    check_missing(registry, missing)
+    deleted_since = None
+    if not use_wal and isinstance(read_sealed, SealedReader):
+        deleted_since = read_sealed.topic_gone
+    check_missing(registry, missing, deleted_since)
+    stale = any(
+        (r := registry.by_id.get(tid)) is not None and not r.persistent for tid in referencing
+    )
     _drop_orphan_routers(registry, routers)
-    return Replayed(registry, routers, last_snapshot, scans, {g.key for g in groups})
+    return Replayed(registry, routers, last_snapshot, scans, {g.key for g in groups}, stale)
 
 
 def recover(
@@ -316,7 +336,9 @@ def recover(
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    return Recovered(registry, tails, layout_changed, rp.snapshot, torn, routers)
+    return Recovered(
+        registry, tails, layout_changed, rp.snapshot, torn, routers, rp.stale_references
+    )
 
 
 def held_by_segments(
@@ -371,6 +393,14 @@ class SealedReader:
             raise SegmentCorruption(f"{info.data_path}: {e}") from e
         self._deleted[info.data_path] = (np.flatnonzero(lay.deleted) + info.first_seq).tolist()
         return SealedRows(lay.ts.tolist(), sizes, node, tag)
+
+    def topic_gone(self, topic_id: int) -> bool:
+        """Whether the topic has no segment directory in either tier (deleted)."""
+        name = topic_dir_name(topic_id)
+        dirs = [self.root / "topics" / name]
+        if self.cold_root is not None:
+            dirs.append(self.cold_root / "topics" / name)
+        return not any(self.fs.exists(d) for d in dirs)
 
     def deleted(self, info: SegmentInfo) -> list[int] | None:
         """The seqs flagged deleted in `info`'s file when it was read, if it was."""

@@ -16,15 +16,14 @@ kept snapshot names them.
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import orjson
 
 from seglog.engine.topic import Rows
+from seglog.storage.snapshot import dead_bitmap
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,27 +49,8 @@ class TopicRender:
     first_seq: int = 0
     dead: bytearray = field(default_factory=bytearray)
     parts: list[Rows | SealedPart] | None = None
-    # Renders rows[lo:hi] of a copied part; set by the capturer.
-    render: Callable[[Rows, int, int], bytes] | None = None
-
-
-def dead_bitmap(dead: bytes | bytearray) -> str:
-    """The `dead` field of a segment reference: base64 of the flags packed little-endian,
-    "" when none is set."""
-    flags = np.frombuffer(bytes(dead), np.uint8) != 0
-    if not flags.any():
-        return ""
-    return base64.b64encode(np.packbits(flags, bitorder="little").tobytes()).decode("ascii")
-
-
-def dead_flags(bitmap: str, n: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
-    """Inverse of `dead_bitmap` for `n` seqs; raises ValueError on a malformed bitmap."""
-    if not bitmap:
-        return np.zeros(n, np.bool_)
-    packed = np.frombuffer(base64.b64decode(bitmap, validate=True), np.uint8)
-    if len(packed) != (n + 7) // 8:
-        raise ValueError(f"dead bitmap of {len(packed)} bytes for {n} seqs")
-    return np.unpackbits(packed, count=n, bitorder="little").astype(np.bool_)
+    # Renders a copied part's live records; set by the capturer.
+    render: Callable[[Rows], bytes] | None = None
 
 
 def _topic_pieces(t: TopicRender, refs: list[dict[str, Any]]) -> Iterator[bytes]:
@@ -79,7 +59,7 @@ def _topic_pieces(t: TopicRender, refs: list[dict[str, Any]]) -> Iterator[bytes]
     assert t.parts is not None and t.render is not None
     for part in t.parts:
         if isinstance(part, Rows):
-            yield t.render(part, 0, len(part.ts))
+            yield t.render(part)
             continue
         dead = t.dead[part.first - t.first_seq : part.last - t.first_seq + 1]
         if dead.count(0):  # a segment with no live record here is left out: holes

@@ -24,16 +24,18 @@ from seglog.core.jsonbytes import json_bytes
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
-from seglog.engine.snapshot_body import SealedPart, TopicRender, body_pieces, dead_flags
+from seglog.engine.snapshot_body import SealedPart, TopicRender, body_pieces
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.model import TopicConfig
 from seglog.storage.fs import Fs
 from seglog.storage.snapshot import (
     RECORDS_SKIPPED,
+    SealedSegmentMissingError,
     SegmentRef,
     SnapshotMark,
     SnapshotRecord,
+    dead_flags,
     next_snapshot_id,
     segment_refs,
     write_snapshot_stream,
@@ -159,11 +161,6 @@ ReadSealed = Callable[[int, SegmentRef], SealedRows | None]
 MissingRuns = list[tuple[int, int, int]]  # (topic_id, first seq, last seq)
 
 
-class SealedSegmentMissingError(Exception):
-    """A snapshot references a sealed segment whose files are gone, and records it held
-    are still live after replay: they exist nowhere else (docs/storage.md, format 2)."""
-
-
 def restore_topic(
     entry: dict[str, Any],
     held: HeldRuns = (),
@@ -277,22 +274,29 @@ def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) ->
         )  # fmt: skip
 
 
-def check_missing(registry: Registry, missing: MissingRuns) -> None:
-    """After replay: a run restored from a missing segment must have been deleted with its
-    topic (or made ephemeral, or deleted record by record); else its records are lost and
-    recovery refuses (`SealedSegmentMissingError`)."""
+def check_missing(
+    registry: Registry, missing: MissingRuns, deleted_since: Callable[[int], bool] | None = None
+) -> None:
+    """After replay: a run restored from a missing segment is harmless only if its topic is
+    gone (a replayed delete) or ephemeral (it keeps no records across a restart). A
+    persistent topic lost records that exist nowhere else: refuse
+    (`SealedSegmentMissingError`), whatever replay did to the stand-ins since (a TTL or cap
+    would expire them, but not because the records were really gone). `deleted_since`
+    (a reader that replays no WAL): whether the topic's files are all gone, i.e. it was
+    deleted after the snapshot; such a topic is left out."""
     for topic_id, first, last in missing:
         t = registry.by_id.get(topic_id)
         if t is None or not t.persistent:
             continue
-        live = [s for s in range(first, last + 1) if t.is_live(s)]
-        if live:
-            raise SealedSegmentMissingError(
-                f"topic {t.name!r} (id {topic_id}): the sealed segment holding seqs "
-                f"{first}..{last} is missing, and {len(live)} of its records (from seq "
-                f"{live[0]}) were never deleted: they exist in no other file. Restore the "
-                f"segment files, or run `seglog verify` to see what is damaged."
-            )
+        if deleted_since is not None and deleted_since(topic_id):
+            registry.remove(t)
+            continue
+        raise SealedSegmentMissingError(
+            f"topic {t.name!r} (id {topic_id}): the sealed segment holding its records "
+            f"{first}..{last} is missing, and nothing else holds them. Restore the segment "
+            f"files (and the cold tier's directory, if one was configured), or run "
+            f"`seglog verify` to see what is damaged."
+        )
 
 
 def _restore_parsed(t: TopicState, records: list[dict[str, Any]], head: int) -> None:
@@ -469,14 +473,14 @@ def _capture_topics(
     return topics
 
 
-def _render(rows: Rows, start: int, end: int) -> bytes:
-    """Rows in no sealed segment: their payloads are in memory."""
-    text = records_text(rows, start, end)
+def _render(rows: Rows) -> bytes:
+    """A part in no sealed segment: its payloads are in memory."""
+    text = records_text(rows, 0, len(rows.ts))
     # Let go of the payloads now, or the capture holds every payload it rendered until the
     # whole snapshot is written (the rows are a copy, used once).
-    n = end - start
-    rows.data[start:end] = [None] * n
-    rows.meta[start:end] = [None] * n
+    n = len(rows.ts)
+    rows.data[:] = [None] * n
+    rows.meta[:] = [None] * n
     return text
 
 

@@ -273,13 +273,15 @@ def _open(opts: FilesOptions, now_ms: int, running: bool, only: TopicsIn) -> Any
 @contextmanager
 def _corruption_fails(opts: FilesOptions) -> Iterator[None]:
     """Damage recovery refuses on (mid-WAL corruption, a missing WAL file, a corrupt
-    segment frame: the replay verifies every reused segment) fails the read loudly."""
+    segment frame: the replay verifies every reused segment; a missing segment that the
+    snapshot references) fails the read loudly."""
     from seglog.core.segment_format import SegmentCorruption
+    from seglog.storage.snapshot import SealedSegmentMissingError
     from seglog.storage.walscan import WalCorruptionError, WalFilesMissingError
 
     try:
         yield
-    except (WalCorruptionError, WalFilesMissingError) as e:
+    except (WalCorruptionError, WalFilesMissingError, SealedSegmentMissingError) as e:
         raise SeglogCorruptionError(f"seglog offline: {opts.path}: {e}") from e
     except SegmentCorruption as e:
         raise SeglogCorruptionError(f"seglog offline: corrupt segment {e}") from e

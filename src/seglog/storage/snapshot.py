@@ -16,6 +16,7 @@ from), so a damaged newest snapshot falls back to it. Readers ignore `.tmp` file
 
 from __future__ import annotations
 
+import base64
 import logging
 import re
 import struct
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import orjson
 import xxhash
 
@@ -44,25 +46,10 @@ def snapshot_name(snap_id: int) -> str:
     return f"snapshot-{snap_id:016d}.bin"
 
 
-HEADER_SIZE = _HEADER.size
-
-
 def encode_snapshot(body: dict[str, Any]) -> bytes:
     """A whole snapshot file's bytes for `body` (tests and tools; the engine streams)."""
     raw = orjson.dumps(body)
     return _HEADER.pack(MAGIC, VERSION, len(raw), xxhash.xxh3_64_intdigest(raw)) + raw
-
-
-def body_checksum_ok(buf: Any) -> bool:
-    """Whether the snapshot file bytes `buf` (bytes or a mapping) have a valid header and a
-    body matching its checksum."""
-    if len(buf) < _HEADER.size:
-        return False
-    magic, version, body_len, checksum = _HEADER.unpack_from(buf, 0)
-    end = _HEADER.size + body_len
-    if magic != MAGIC or version not in READABLE_VERSIONS or len(buf) < end:
-        return False
-    return bool(xxhash.xxh3_64_intdigest(memoryview(buf)[_HEADER.size : end]) == checksum)
 
 
 class SnapshotRecord(msgspec.Struct, forbid_unknown_fields=True, gc=False):
@@ -87,7 +74,9 @@ class SegmentRef(msgspec.Struct, forbid_unknown_fields=True):
     whose bits are set in `dead` (base64 of the little-endian bit-packed flags of
     `first ..= last`; empty when none is dead). The segment is the only copy of those
     records, so no segment a kept snapshot references is ever unlinked while its topic
-    lives (`SnapshotPins`)."""
+    lives (`SnapshotPins`; a topic delete, or recovery emptying a topic that became
+    ephemeral, removes its files, and replay or the snapshots taken at the start account
+    for that)."""
 
     segment: int
     segment_last: int
@@ -208,6 +197,25 @@ def decode_snapshot(buf: bytes, records_for: TopicPredicate | None = None) -> di
     return doc
 
 
+def dead_bitmap(dead: bytes | bytearray) -> str:
+    """The `dead` field of a segment reference: base64 of the flags packed little-endian,
+    "" when none is set."""
+    flags = np.frombuffer(bytes(dead), np.uint8) != 0
+    if not flags.any():
+        return ""
+    return base64.b64encode(np.packbits(flags, bitorder="little").tobytes()).decode("ascii")
+
+
+def dead_flags(bitmap: str, n: int) -> np.ndarray[Any, np.dtype[np.bool_]]:
+    """Inverse of `dead_bitmap` for `n` seqs; raises ValueError on a malformed bitmap."""
+    if not bitmap:
+        return np.zeros(n, np.bool_)
+    packed = np.frombuffer(base64.b64decode(bitmap, validate=True), np.uint8)
+    if len(packed) != (n + 7) // 8:
+        raise ValueError(f"dead bitmap of {len(packed)} bytes for {n} seqs")
+    return np.unpackbits(packed, count=n, bitorder="little").astype(np.bool_)
+
+
 def segment_refs(entry: dict[str, Any]) -> list[SegmentRef]:
     """A topic entry's format-2 `segments` (structs, also from a generically parsed body)."""
     refs = entry.get("segments") or []
@@ -321,6 +329,11 @@ def kept_snapshot_segments(fs: Fs, meta_dir: Path) -> frozenset[tuple[int, int]]
         if doc is not None:
             out |= referenced_segments(doc)
     return frozenset(out)
+
+
+class SealedSegmentMissingError(Exception):
+    """A snapshot references a sealed segment whose files are gone, and records it held
+    are still live after replay: they exist nowhere else (docs/storage.md, format 2)."""
 
 
 class SnapshotMissingError(Exception):

@@ -28,7 +28,6 @@ plan says so, and the file must come back from a backup.
 
 from __future__ import annotations
 
-import base64
 import re
 import struct
 from collections import Counter
@@ -59,6 +58,7 @@ from seglog.storage.snapshot import (
     MAGIC,
     READABLE_VERSIONS,
     SegmentRef,
+    dead_flags,
     segment_refs,
     snapshot_ids,
     snapshot_name,
@@ -83,6 +83,7 @@ _SNAP_HEADER = struct.Struct("<4sIQQ")
 _SEG_NAME = re.compile(r"seg-(\d{16})\.(data|idx)")
 _APPEND = int(FrameType.APPEND)
 _NAMING = (int(FrameType.TOPIC_CREATE), int(FrameType.CONFIG_UPDATE))
+_DELETE_TOPIC = int(FrameType.TOPIC_DELETE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,8 @@ class TopicCounts:
     wal_appends: int = 0  # Append frames after the recovery start
     segments: int = 0
     segment_records: int = 0  # live records in sealed segments (both tiers)
+    # deleted or made ephemeral after the recovery start: its records may be gone
+    ended: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +194,8 @@ def _positions(doc: dict[str, Any]) -> dict[str, Position]:
 
 
 def _live(ref: SegmentRef) -> int:
-    dead = base64.b64decode(ref.dead) if ref.dead else b""
-    return ref.last - ref.first + 1 - int(np.unpackbits(np.frombuffer(dead, np.uint8)).sum())
+    n = ref.last - ref.first + 1
+    return n - int(dead_flags(ref.dead, n).sum())
 
 
 def _check_snapshots(
@@ -257,12 +260,18 @@ def _check_group(
         ftype, tid = raw[1], raw[3]
         if ftype == _APPEND:
             appends[tid] += 1
+        elif ftype == _DELETE_TOPIC:
+            topics.setdefault(tid, TopicCounts(tid)).ended = True
         elif ftype in _NAMING:
             try:
-                name = TopicCreateBody.decode(raw[8]).name
-            except FrameError:  # cannot happen for a valid frame; a report never fails on it
+                body = TopicCreateBody.decode(raw[8])
+                config = orjson.loads(body.config_json)
+            except (FrameError, orjson.JSONDecodeError):  # a report never fails on it
                 continue
-            topics.setdefault(tid, TopicCounts(tid)).name = name
+            counts = topics.setdefault(tid, TopicCounts(tid))
+            counts.name = body.name
+            if isinstance(config, dict) and config.get("durability") == "ephemeral":
+                counts.ended = True
     for tid, n in appends.items():
         topics.setdefault(tid, TopicCounts(tid)).wal_appends += n
     absorbed: list[tuple[Path, int]] = []
@@ -416,30 +425,26 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
         leftovers,
         vanished,
         referenced,
-        _lost(fs, root, cold_root, newest_refs, segments, vanished),
+        _lost(topics, newest_refs, segments),
     )
 
 
 def _lost(
-    fs: Fs,
-    root: Path,
-    cold_root: Path | None,
+    topics: dict[int, TopicCounts],
     refs: list[tuple[int, SegmentRef]],
     segments: list[SegmentCheck],
-    vanished: list[Path],
 ) -> list[str]:
-    """The segments the recovery snapshot references that are not there whole. A topic
-    whose directory is gone was deleted (recovery replays its delete) and loses nothing."""
+    """The segments the recovery snapshot references that are not there whole, unless the
+    WAL replayed after it deletes their topic or makes it ephemeral (then recovery does not
+    need them either)."""
     have = {(s.topic_id, s.first_seq): s.records for s in segments}
     out = []
     for tid, ref in refs:
         n = have.get((tid, ref.segment))
         if n == ref.segment_last - ref.segment + 1:
             continue
-        dirs = [root / "topics" / topic_dir_name(tid)]
-        if cold_root is not None:
-            dirs.append(cold_root / "topics" / topic_dir_name(tid))
-        if not any(fs.exists(d) for d in dirs) or any(p.parent in dirs for p in vanished):
+        counts = topics.get(tid)
+        if counts is not None and counts.ended:
             continue
         what = "is missing" if n is None else f"holds {n} records"
         out.append(
