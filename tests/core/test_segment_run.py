@@ -4,6 +4,8 @@ corruption of the bytes the checksum or the index covers."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import orjson
 import pytest
@@ -25,6 +27,7 @@ from seglog.core.segment_run import (
     run_payloads,
     segment_columns,
     segment_del_flags,
+    shared_ints,
     verify_run,
 )
 
@@ -180,3 +183,11 @@ def test_del_flags_are_what_scan_del_flags_finds(seg: tuple, draw: st.DataObject
             segment_del_flags(bytes(bad), first, offsets, lengths)
     else:
         assert segment_del_flags(bytes(bad), first, offsets, lengths) == want
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=40).map(sorted))
+def test_shared_ints_are_the_values_with_equal_neighbours_one_object(values: list[int]) -> None:
+    got = shared_ints(np.array(values, np.uint64))
+    assert got == values and all(type(v) is int for v in got)
+    for a, b in itertools.pairwise(range(len(got))):
+        assert (got[a] is got[b]) == (values[a] == values[b])

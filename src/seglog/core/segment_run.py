@@ -355,3 +355,16 @@ def layout_sizes(data: bytes, lay: SegmentLayout) -> list[int]:
         d, m = decode_blob(data[starts[i] : ends[i]])
         sizes[i] = len(d) + (0 if m is None or m == b"null" else len(m))
     return sizes
+
+
+def shared_ints(values: npt.NDArray[np.uint64]) -> list[int]:
+    """`values.tolist()` with each run of equal adjacent values one `int` object: a
+    segment's `ts` column repeats each write batch's timestamp, and a Python int per record
+    (32 bytes) is most of what an in-memory index row costs."""
+    n = len(values)
+    if n == 0:
+        return []
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    firsts = np.empty(len(starts), object)
+    firsts[:] = values[starts].tolist()
+    return np.repeat(firsts, np.diff(np.append(starts, n))).tolist()  # type: ignore[no-any-return]

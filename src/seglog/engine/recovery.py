@@ -35,7 +35,7 @@ from seglog.core.frame_scanner import RawFrame
 from seglog.core.frames import FrameError, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob, decode_blobs
 from seglog.core.segment_format import SegmentCorruption
-from seglog.core.segment_run import layout_labels, layout_sizes
+from seglog.core.segment_run import layout_labels, layout_sizes, shared_ints
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -392,7 +392,7 @@ class SealedReader:
                     raise SegmentCorruption(f"{info.data_path}: {precise}") from precise
             raise SegmentCorruption(f"{info.data_path}: {e}") from e
         self._deleted[info.data_path] = (np.flatnonzero(lay.deleted) + info.first_seq).tolist()
-        return SealedRows(lay.ts.tolist(), sizes, node, tag)
+        return SealedRows(shared_ints(lay.ts), sizes, node, tag)
 
     def topic_gone(self, topic_id: int) -> bool:
         """Whether the topic has no segment directory in either tier (deleted)."""
