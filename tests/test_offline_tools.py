@@ -393,3 +393,27 @@ def test_verify_excuses_a_referenced_segment_only_when_the_wal_drops_its_topic(
     assert not seg_dir.exists()
     r = run("verify", str(tmp_path / "other"))
     assert r.exit_code == 0 and "LOST" not in r.output, r.output
+
+
+def test_verify_judges_a_topic_by_its_last_config(tmp_path: Path) -> None:
+    """Made ephemeral and persistent again while running, the topic keeps its records: its
+    lost files are lost records, as recovery says."""
+    from seglog.clock import ManualClock
+    from seglog.engine.engine import Engine, EngineOptions
+    from seglog.engine.maintenance import seal_topic
+    from seglog.model import Durability, RecordIn, TopicConfig
+
+    root = tmp_path / "data"
+    e = Engine(
+        EngineOptions(data_dir=root, wal_shards=1, segment_max_events=50), clock=ManualClock()
+    )
+    e.open()
+    e.write("a", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["a"])
+    e.snapshot()
+    e.put_topic("a", TopicConfig(durability=Durability.EPHEMERAL))
+    e.put_topic("a", TopicConfig(durability=Durability.DISK))
+    e.close(snapshot=False)
+    (root / "topics" / "00000001" / "seg-0000000000000001.data").unlink()
+    r = run("verify", str(root))
+    assert r.exit_code == 1 and "LOST topic 00000001: the sealed segment of seqs 1..50" in r.output

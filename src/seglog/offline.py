@@ -41,6 +41,7 @@ from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
 from seglog.storage.fs import Fs, ReadOnlyFs, RealFs
 from seglog.storage.segment import SegmentInfo, SegmentStore, list_topic_segments
+from seglog.storage.snapshot import SealedSegmentMissingError, snapshot_ids
 
 Ranges = tuple[tuple[int, int], ...]  # inclusive (first, last) seq runs, ascending
 _SHARD_DIR = re.compile(r"shard-(\d{2})")
@@ -100,6 +101,9 @@ class Point:
     use_wal: bool
     now_ms: int
     only: TopicFilter | None = None
+
+
+_SNAPSHOT_RACE_RETRIES = 3
 
 
 class _SourcesLeftOut(Exception):
@@ -185,13 +189,22 @@ class OfflineDir:
         `only`, just the topics it accepts (and the router sources feeding them) are
         recovered with their records, and only they are listed."""
         keep = None if only is None else TopicFilter(only)
+        retries = _SNAPSHOT_RACE_RETRIES
         while True:
+            newest = snapshot_ids(ReadOnlyFs(fs or RealFs()), root / "meta")[-1:]
             try:
                 d = cls(root, cold_root, Point(None, not running, now_ms, keep), fs)
                 break
             except _SourcesLeftOut as e:  # replay again with them: rare, and it converges
                 assert keep is not None
                 keep = TopicFilter(keep.match, keep.also | e.names)
+            except SealedSegmentMissingError:
+                # A running server that snapshotted twice since may have dropped a segment
+                # the snapshot read here referenced: read its newer snapshot instead.
+                again = snapshot_ids(ReadOnlyFs(fs or RealFs()), root / "meta")[-1:]
+                if not running or again == newest or retries == 0:
+                    raise
+                retries -= 1
         snap = d._rp.snapshot
         d.point = Point(None if snap is None else snap.id, not running, now_ms, keep)
         return d

@@ -40,7 +40,16 @@ from seglog.storage.snapshot import (
     snapshot_name,
 )
 from tests.conftest import EngineFactory
-from tests.engine.oracle import IMAGES, ROOT, ImageKind, abandon, image, open_engine, read_all
+from tests.engine.oracle import (
+    IMAGES,
+    ROOT,
+    ImageKind,
+    abandon,
+    image,
+    open_engine,
+    options,
+    read_all,
+)
 from tests.support.faultfs import FaultFs
 
 LABEL = st.none() | st.sampled_from(["n", "é-ü", 'q"', "b\\s", "t\tab", "x" * 20])
@@ -412,3 +421,124 @@ def test_an_offline_read_of_a_running_server_leaves_out_a_topic_deleted_since(
     assert e.datadir is not None
     d = OfflineDir.open(e.datadir.root, None, 0, running=True)
     assert [(v.name, v.count) for v in d.topics()] == [("a", 120)]
+
+
+def _damage_newest_snapshot(fs: FaultFs) -> None:
+    meta = ROOT / "meta"
+    newest = sorted(n for n in fs.listdir(meta) if n.endswith(".bin"))[-1]
+    raw = bytearray(fs.read_file(meta / newest))
+    raw[16:24] = bytes(8)  # its checksum: the snapshot is skipped as damaged
+    f = fs.open(meta / newest)
+    f.write_at(bytes(raw), 0)
+    f.sync()
+    f.close()
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+@pytest.mark.parametrize("durability", [Durability.DISK, Durability.FSYNC])
+def test_an_older_kept_snapshot_never_outlives_the_files_it_references(
+    kind: ImageKind, durability: Durability
+) -> None:
+    """S1 references t's segments; t becomes ephemeral and S2 (no references) is taken;
+    the start after a crash empties t and removes its files, so it must also retire S1:
+    a later start that falls back to S1 (S2 damaged) neither refuses nor resurrects."""
+    fs = FaultFs()
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", TopicConfig(durability=durability))
+    e.put_topic("u", TopicConfig(durability=durability))
+    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
+    e.write("u", [RecordIn.of({"i": i}) for i in range(10)])
+    seal_topic(e, e.topics["t"])
+    e.snapshot()
+    e.put_topic("t", TopicConfig(durability=Durability.EPHEMERAL))
+    e.snapshot()
+    fs = _image_and_abandon(e, fs, kind)
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", TopicConfig(durability=durability))
+    (seq,) = e.write("t", [RecordIn.of({"new": 1})]).seqs
+    e.write("u", [RecordIn.of({"i": 99})])
+    fs = _image_and_abandon(e, fs, kind)
+    _damage_newest_snapshot(fs)
+    e = open_engine(fs, segment_max_events=50)
+    try:
+        assert list(read_all(e, "t")) == [seq]
+        assert len(read_all(e, "u")) == 11
+    finally:
+        abandon(e, fs)
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_a_crash_between_the_snapshots_a_start_takes_retires_the_references_later(
+    kind: ImageKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The start that empties an ephemeral topic snapshots twice; a crash after the first
+    leaves the referencing snapshot kept, and the next start must retire it again."""
+    fs = FaultFs()
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["t"])
+    e.snapshot()
+    e.put_topic("t", TopicConfig(durability=Durability.EPHEMERAL))
+    fs = _image_and_abandon(e, fs, kind)
+    real = Engine.snapshot
+    taken: list[int] = []
+    crashed: list[FaultFs] = []
+
+    def first_only(self: Engine) -> int:
+        if taken:
+            crashed.append(image(fs, kind))
+            raise _Stop
+        taken.append(real(self))
+        return taken[-1]
+
+    monkeypatch.setattr(Engine, "snapshot", first_only)
+    e = Engine(options(1, segment_max_events=50), fs=fs, clock=ManualClock())
+    with pytest.raises(_Stop):
+        e.open()
+    abandon(e, fs)
+    monkeypatch.setattr(Engine, "snapshot", real)
+    fs = crashed[0]
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    (seq,) = e.write("t", [RecordIn.of({"new": 1})]).seqs
+    fs = _image_and_abandon(e, fs, kind)
+    _damage_newest_snapshot(fs)
+    e = open_engine(fs, segment_max_events=50)
+    try:
+        assert list(read_all(e, "t")) == [seq]
+    finally:
+        abandon(e, fs)
+
+
+def test_an_offline_read_of_a_running_server_reads_its_newer_snapshot_after_a_race(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the reader restores from the newest snapshot, the server snapshots twice and
+    drops a segment that snapshot referenced: the reader starts over from the new one."""
+    from seglog.engine import recovery
+    from seglog.offline import OfflineDir
+
+    e = make_engine(segment_max_events=50)
+    e.write("a", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["a"])
+    e.snapshot()
+    real = recovery.SealedReader.__call__
+    raced: list[bool] = []
+
+    def racing(self: recovery.SealedReader, topic_id: int, ref: SegmentRef) -> SealedRows | None:
+        if not raced:
+            raced.append(True)
+            e.delete_records("a", before_seq=51)  # the first segment is all dead now
+            e.snapshot()
+            e.snapshot()  # ... and no kept snapshot references it: dropped
+        return real(self, topic_id, ref)
+
+    monkeypatch.setattr(recovery.SealedReader, "__call__", racing)
+    assert e.datadir is not None
+    d = OfflineDir.open(e.datadir.root, None, 0, running=True)
+    assert raced and [(v.name, v.count) for v in d.topics()] == [("a", 70)]

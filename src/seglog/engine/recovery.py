@@ -103,7 +103,10 @@ class Recovered:
     last_snapshot: SnapshotMark | None
     torn_tails: int
     routers: RouterTable
-    stale_references: bool = False  # see `Replayed`: the caller snapshots before writes
+    # A topic that a kept snapshot references segments of is ephemeral now, and its files
+    # are removed here: the caller must snapshot (twice) before any write, or a later
+    # replay from a kept snapshot would meet the references without their files.
+    stale_references: bool = False
 
 
 @dataclass(slots=True)
@@ -130,10 +133,6 @@ class Replayed:
     snapshot: SnapshotMark | None
     scans: list[tuple[GroupScan, dict[int, tuple[int, int]]]]
     group_keys: set[str]
-    # A topic restored with segment references is ephemeral now: its files go, so the
-    # caller must snapshot before any write, or a later replay from that snapshot would
-    # meet the references without their files.
-    stale_references: bool = False
 
 
 def _gc_paused(fn: Callable[P, R]) -> Callable[P, R]:
@@ -189,7 +188,6 @@ def replay(
     starts: dict[str, Position] = {}
     last_snapshot = None
     missing: MissingRuns = []
-    referencing: set[int] = set()
     if snapshot_id is None:
         snap = load_latest_snapshot(fs, meta_dir, records_for)
     else:
@@ -205,8 +203,6 @@ def replay(
             if held_payloads is not None and not entry.get(RECORDS_SKIPPED):
                 held = held_payloads(int(entry["topic_id"]), int(entry["head_seq"]))
             t = restore_topic(entry, held, read_sealed, missing)
-            if entry.get("segments"):
-                referencing.add(t.topic_id)
             attach_segments(t)
             registry.add(t)
         routers.restore(snap.get("routers", []))
@@ -257,11 +253,8 @@ def replay(
     if not use_wal and isinstance(read_sealed, SealedReader):
         deleted_since = read_sealed.topic_gone
     check_missing(registry, missing, deleted_since)
-    stale = any(
-        (r := registry.by_id.get(tid)) is not None and not r.persistent for tid in referencing
-    )
     _drop_orphan_routers(registry, routers)
-    return Replayed(registry, routers, last_snapshot, scans, {g.key for g in groups}, stale)
+    return Replayed(registry, routers, last_snapshot, scans, {g.key for g in groups})
 
 
 def recover(
@@ -298,8 +291,9 @@ def recover(
         read_sealed=sealed,
     )
     registry, routers = rp.registry, rp.routers
+    kept = kept_snapshot_segments(fs, datadir.meta_dir)
     if pins is not None:
-        pins.settle(kept_snapshot_segments(fs, datadir.meta_dir))
+        pins.settle(kept)
     shards = max(1, wal_shards)
     current = {group_key(i, shards) for i in range(shards)}
     # Step 6: nothing on disk changed before every group was known sound (`replay`).
@@ -333,12 +327,15 @@ def recover(
     for root in (datadir.topics_dir, datadir.cold_topics_dir):
         if root is None:
             continue
+        removed = False
         for tid in list_topic_ids(fs, root):
             if tid not in known:
                 fs.rmtree(root / f"{tid:08X}")
-    return Recovered(
-        registry, tails, layout_changed, rp.snapshot, torn, routers, rp.stale_references
-    )
+                removed = True
+        if removed:  # or a power cut brings the files back for a later start to reuse
+            fs.fsync_dir(root)
+    stale = any((r := registry.by_id.get(tid)) is not None and not r.persistent for tid, _ in kept)
+    return Recovered(registry, tails, layout_changed, rp.snapshot, torn, routers, stale)
 
 
 def held_by_segments(

@@ -124,7 +124,8 @@ class TopicCounts:
     wal_appends: int = 0  # Append frames after the recovery start
     segments: int = 0
     segment_records: int = 0  # live records in sealed segments (both tiers)
-    # deleted or made ephemeral after the recovery start: its records may be gone
+    # deleted, or ephemeral by its last config, after the recovery start (WAL order within
+    # each group): its records may be gone
     ended: bool = False
 
 
@@ -270,8 +271,9 @@ def _check_group(
                 continue
             counts = topics.setdefault(tid, TopicCounts(tid))
             counts.name = body.name
-            if isinstance(config, dict) and config.get("durability") == "ephemeral":
-                counts.ended = True
+            # The topic's last config decides (recovery judges it at the end of replay);
+            # no frame follows a delete (ids are never reused).
+            counts.ended = isinstance(config, dict) and config.get("durability") == "ephemeral"
     for tid, n in appends.items():
         topics.setdefault(tid, TopicCounts(tid)).wal_appends += n
     absorbed: list[tuple[Path, int]] = []
