@@ -11,10 +11,10 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -190,13 +190,12 @@ def restore_topic(
     records = entry.get("records", [])
     refs = [] if skipped else segment_refs(entry)
     at = 0
-    for ref in refs:
-        if read_sealed is None:
-            raise ValueError(f"snapshot of {t.name!r} references sealed segments: no reader")
+    if refs and read_sealed is None:
+        raise ValueError(f"snapshot of {t.name!r} references sealed segments: no reader")
+    for ref, rows in zip(refs, _read_all(read_sealed, t.topic_id, refs), strict=True):
         k = bisect.bisect_left(records, ref.first, at, key=_record_seq)
         _restore_records(t, records[at:k], head, held)
         at = k
-        rows = read_sealed(t.topic_id, ref)
         if rows is None:
             if missing is None:
                 raise SealedSegmentMissingError(_missing_text(t, ref))
@@ -214,6 +213,18 @@ def restore_topic(
     t.source_trim_floor = int(entry.get("source_trim_floor", 0))
     t.pop_front()
     return t
+
+
+def _read_all(
+    read_sealed: ReadSealed | None, topic_id: int, refs: list[SegmentRef]
+) -> Iterator[SealedRows | None]:
+    """The rows of each reference in order (read ahead when the reader can)."""
+    if read_sealed is None or not refs:
+        return iter(())
+    many = getattr(read_sealed, "read_many", None)
+    if many is not None:
+        return cast("Iterator[SealedRows | None]", many(topic_id, refs))
+    return (read_sealed(topic_id, ref) for ref in refs)
 
 
 def _record_seq(rec: SnapshotRecord | dict[str, Any]) -> int:
