@@ -360,15 +360,54 @@ def test_verify_counts_referenced_records_and_reports_a_lost_segment(tmp_path: P
     assert "LOST topic 00000001: the sealed segment of seqs 51..100" in r.output
 
 
-def test_repair_never_moves_a_segment_only_it_holds_records_of(tmp_path: Path) -> None:
-    seg_dir = engine_dir(tmp_path / "data")
-    seg = seg_dir / "seg-0000000000000001.data"
-    flip(seg, 200)
-    r = run("repair", str(tmp_path / "data"), "--yes")
-    assert r.exit_code == 1, r.output
-    assert "keep topics/00000001/seg-0000000000000001.data: snapshot(s) 1" in r.output
-    assert "restore the file from a backup" in r.output
-    assert seg.exists() and not (tmp_path / "data" / "topics" / "quarantine").exists()
+def test_repair_salvages_a_segment_only_it_holds_records_of(tmp_path: Path) -> None:
+    """A damaged segment the snapshot references is not moved (its intact records exist
+    nowhere else): the originals are copied to quarantine and the segment is rewritten
+    with the damaged record as a deleted hole. Exactly that record is lost."""
+    from seglog.clock import ManualClock
+    from seglog.core.segment_format import idx_view
+    from seglog.engine.engine import Engine, EngineOptions
+
+    root = tmp_path / "data"
+    seg_dir = engine_dir(root)
+    seg, idx = seg_dir / "seg-0000000000000001.data", seg_dir / "seg-0000000000000001.idx"
+    at = int(idx_view(idx.read_bytes())["offset"][9])  # seq 10's frame
+    flip(seg, at + 40)  # inside its payload: only its checksum fails
+    damaged = seg.read_bytes()
+    r = run("repair", str(root))
+    assert r.exit_code == 1, r.output  # a dry run: nothing applied
+    assert "1 damaged one(s) become deleted holes (loses seqs 10)" in r.output
+    assert seg.read_bytes() == damaged
+    r = run("repair", str(root), "--yes")
+    assert r.exit_code == 0, r.output
+    q = root / "topics" / "quarantine" / "00000001"
+    assert (q / seg.name).read_bytes() == damaged and (q / idx.name).exists()
+    assert run("verify", str(root)).exit_code == 0
+    e = Engine(EngineOptions(data_dir=root, wal_shards=1), clock=ManualClock())
+    e.open()
+    try:
+        got = {r.seq: r.data for r in e.read("a", 0, limit=1000).records}
+    finally:
+        e.close(snapshot=False)
+    assert sorted(got) == [s for s in range(1, 121) if s not in (7, 10)]
+    assert got[9] == {"i": 8} and got[11] == {"i": 10}
+
+
+def test_salvage_without_a_usable_index_keeps_the_frames_before_the_damage() -> None:
+    from seglog.core.segment_format import SegmentRecord, encode_segment
+    from seglog.storage.verify import salvage_frames
+
+    recs = [SegmentRecord(s, 100 + s, None, "t", b'{"d":%d}' % s, False) for s in range(5, 10)]
+    data, idx = encode_segment(recs, 5)
+    bad = bytearray(data)
+    bad[len(data) // 2] ^= 0xFF  # somewhere in the third frame
+    got, lost = salvage_frames(bytes(bad), idx, 5, 5)
+    assert lost == [7] and [r.blob for r in got if not r.deleted] == [
+        r.blob for r in recs if r.seq != 7
+    ]
+    got, lost = salvage_frames(bytes(bad), b"", 5, 5)  # no index: nothing locates 8 and 9
+    assert lost == [7, 8, 9] and [r.seq for r in got] == [5, 6, 7, 8, 9]
+    assert [r.ts for r in got] == [105, 106, 106, 106, 106]  # holes keep ts non-decreasing
 
 
 def test_verify_excuses_a_referenced_segment_only_when_the_wal_drops_its_topic(

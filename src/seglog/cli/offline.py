@@ -186,11 +186,15 @@ def _plan_lines(plan: RepairPlan, root: Path) -> list[str]:
         )
     lines += [f"seal torn tail of {_rel(p, root)} at offset {o}" for p, o in plan.seal]
     lines += [f"move {_rel(s, root)} to {_rel(d, root)}" for s, d in plan.moves]
-    lines += [
-        f"keep {_rel(p, root)}: snapshot(s) {', '.join(map(str, ids))} hold no other copy of "
-        "its records; restore the file from a backup (the server refuses to start without it)"
-        for p, ids in plan.kept
-    ]
+    for sv in plan.salvage:
+        lines.append(f"copy {_rel(sv.data_path, root)} to {_rel(sv.copies[0], root)}")
+        lines.append(f"copy {_rel(sv.idx_path, root)} to {_rel(sv.copies[1], root)}")
+        lost = ", ".join(map(str, sv.lost[:20])) + (", …" if len(sv.lost) > 20 else "")
+        lines.append(
+            f"rewrite {_rel(sv.data_path, root)} and its index: a snapshot holds no other copy "
+            f"of its records, so every intact frame is kept and the {len(sv.lost)} damaged "
+            f"one(s) become deleted holes (loses seqs {lost or 'none'})"
+        )
     return lines
 
 
@@ -257,7 +261,7 @@ def _repair(fs: Fs, root: Path, cold: Path | None, yes: bool, as_json: bool) -> 
         apply_repairs(fs, plan)
         after = verify_data_dir(fs, root, cold)
     code = EXIT_CLEAN if plan.empty or (after is not None and not after.corrupt) else EXIT_CORRUPT
-    if plan.kept or report.lost:  # only a backup repairs these
+    if report.lost:  # only a backup repairs these
         code = EXIT_CORRUPT
     if as_json:
         _emit_json({

@@ -22,8 +22,9 @@ sealed, damaged segment pairs and snapshot files moved to a `quarantine/` direct
 them (`topics/quarantine/<ID>/`, `meta/quarantine/`). A snapshot file is rebuilt from the
 WAL and the other snapshot. A segment that no kept snapshot references is too (§4.1), so
 moving it loses at most a best-effort delete flag; one that a kept snapshot references
-(format 2, docs/storage.md) holds the only copy of its records and is never moved: the
-plan says so, and the file must come back from a backup.
+(format 2, docs/storage.md) holds the only copy of its records: it is salvaged instead
+(originals copied to quarantine, then rewritten with every intact frame as it was and every
+damaged one a deleted hole, so exactly the damaged records are lost, and named).
 """
 
 from __future__ import annotations
@@ -48,11 +49,13 @@ from seglog.core.segment_format import (
     FLAG_TAG,
     IDX_ENTRY_SIZE,
     SegmentCorruption,
+    SegmentRecord,
     decode_frame,
+    encode_segment,
     idx_view,
 )
 from seglog.storage.datadir import list_topic_ids, make_dirs_durably
-from seglog.storage.fs import Fs
+from seglog.storage.fs import Fs, write_file_durably
 from seglog.storage.segment import Tier, segment_base, topic_dir_name
 from seglog.storage.snapshot import (
     MAGIC,
@@ -142,6 +145,8 @@ class Report:
     # segments a kept snapshot references: (topic_id, first seq) -> the snapshot ids
     referenced: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     lost: list[str] = field(default_factory=list)  # referenced segments that are missing
+    # ... and the last seq each holds, by the references
+    referenced_last: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @property
     def wal_corruption(self) -> list[Corruption]:
@@ -206,6 +211,7 @@ def _check_snapshots(
     vanished: list[Path],
     referenced: dict[tuple[int, int], list[int]],
     newest_refs: list[tuple[int, SegmentRef]],
+    referenced_last: dict[tuple[int, int], int],
 ) -> tuple[list[SnapshotCheck], dict[str, Any] | None]:
     """Every snapshot file checked; fills `referenced` with the segments the valid ones
     reference, and `newest_refs` with those of the newest valid one."""
@@ -234,7 +240,9 @@ def _check_snapshots(
             ]
             for t in doc.get("topics", []):
                 for ref in segment_refs(t):
-                    referenced.setdefault((int(t["topic_id"]), ref.segment), []).append(snap_id)
+                    key = (int(t["topic_id"]), ref.segment)
+                    referenced.setdefault(key, []).append(snap_id)
+                    referenced_last[key] = ref.segment_last
                     if newest is None:
                         newest_refs.append((int(t["topic_id"]), ref))
         except (KeyError, TypeError, ValueError, AttributeError, msgspec.ValidationError):
@@ -405,7 +413,10 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
     meta_dir = root / "meta"
     referenced: dict[tuple[int, int], list[int]] = {}
     newest_refs: list[tuple[int, SegmentRef]] = []
-    snapshots, newest = _check_snapshots(fs, meta_dir, topics, vanished, referenced, newest_refs)
+    referenced_last: dict[tuple[int, int], int] = {}
+    snapshots, newest = _check_snapshots(
+        fs, meta_dir, topics, vanished, referenced, newest_refs, referenced_last
+    )
     leftovers.extend(meta_dir / n for n in sorted(fs.listdir(meta_dir)) if n.endswith(".bin.tmp"))
     starts = _positions(newest) if newest is not None else {}
     groups: list[GroupCheck] = []
@@ -428,6 +439,7 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
         vanished,
         referenced,
         _lost(topics, newest_refs, segments),
+        referenced_last,
     )
 
 
@@ -439,12 +451,13 @@ def _lost(
     """The segments the recovery snapshot references that are not there whole, unless the
     WAL replayed after it deletes their topic or makes it ephemeral (then recovery does not
     need them either)."""
-    have = {(s.topic_id, s.first_seq): s.records for s in segments}
+    have = {(s.topic_id, s.first_seq): s for s in segments}
     out = []
     for tid, ref in refs:
-        n = have.get((tid, ref.segment))
-        if n == ref.segment_last - ref.segment + 1:
-            continue
+        seg = have.get((tid, ref.segment))
+        n = None if seg is None else seg.records
+        if seg is not None and (seg.problem or n == ref.segment_last - ref.segment + 1):
+            continue  # whole, or damaged (reported as such, and repair salvages it)
         counts = topics.get(tid)
         if counts is not None and counts.ended:
             continue
@@ -464,12 +477,57 @@ class RepairPlan:
     wal: list[tuple[WalGroup, Corruption, WalRepair]]
     seal: list[tuple[Path, int]]  # torn tails of groups that are not corrupt
     moves: list[tuple[Path, Path]]  # damaged segment files and snapshots → quarantine
-    # damaged segments left in place: a kept snapshot holds no other copy of their records
-    kept: list[tuple[Path, list[int]]] = field(default_factory=list)
+    # damaged segments a kept snapshot references: rewritten with their damaged records as
+    # deleted holes (the originals copied to quarantine first)
+    salvage: list[Salvage] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.wal or self.seal or self.moves)
+        return not (self.wal or self.seal or self.moves or self.salvage)
+
+
+@dataclass(frozen=True, slots=True)
+class Salvage:
+    data_path: Path
+    idx_path: Path
+    copies: tuple[Path, Path]  # where the originals go
+    lost: list[int]  # seqs whose frames were damaged: holes now
+    data: bytes
+    idx: bytes
+
+
+_HOLE = b'{"d":null}'
+
+
+def salvage_frames(
+    data: bytes, idx_bytes: bytes, first_seq: int, count: int
+) -> tuple[list[SegmentRecord], list[int]]:
+    """The `count` records of a damaged segment from `first_seq`: every frame that passes
+    every check as it is, every other one a deleted hole (its seq in the second list). The
+    index locates the frames when it has one entry per record; else the frames are read
+    in a row, and all after the first bad one are holes (nothing locates them)."""
+    entries = None
+    if len(idx_bytes) == count * IDX_ENTRY_SIZE:
+        entries = idx_view(idx_bytes)["offset"].tolist()
+    out: list[SegmentRecord] = []
+    lost: list[int] = []
+    at, ts, synced = 0, 0, True
+    for i in range(count):
+        seq = first_seq + i
+        if entries is not None:
+            at = entries[i]
+        rec = None
+        if synced:
+            try:
+                rec, at = decode_frame(data, at, seq)
+            except SegmentCorruption:
+                synced = entries is not None
+        if rec is None:  # `ts` never decreases with seq: a hole takes its predecessor's
+            rec = SegmentRecord(seq, ts, None, None, _HOLE, True)
+            lost.append(seq)
+        ts = rec.ts
+        out.append(rec)
+    return out, lost
 
 
 def _quarantine_path(fs: Fs, src: Path, qdir: Path, taken: set[Path]) -> Path:
@@ -494,11 +552,11 @@ def plan_repairs(fs: Fs, report: Report) -> RepairPlan:
             seal.extend(g.scan.torn_tails)
     taken: set[Path] = set()
     moves: list[tuple[Path, Path]] = []
-    kept: list[tuple[Path, list[int]]] = []
+    salvage: list[Salvage] = []
     for s in report.segments:
-        snaps = report.referenced.get((s.topic_id, s.first_seq))
-        if s.problem and snaps:
-            kept.append((s.data_path, snaps))
+        last = report.referenced_last.get((s.topic_id, s.first_seq))
+        if s.problem and last is not None:
+            salvage.append(_salvage(fs, s, last - s.first_seq + 1, taken))
         elif s.problem:
             qdir = s.data_path.parent.parent / QUARANTINE_DIR / s.data_path.parent.name
             moves += [(p, _quarantine_path(fs, p, qdir, taken)) for p in (s.data_path, s.idx_path)]
@@ -506,7 +564,20 @@ def plan_repairs(fs: Fs, report: Report) -> RepairPlan:
         if snap.problem:
             qdir = snap.path.parent / QUARANTINE_DIR
             moves.append((snap.path, _quarantine_path(fs, snap.path, qdir, taken)))
-    return RepairPlan(wal, seal, moves, kept)
+    return RepairPlan(wal, seal, moves, salvage)
+
+
+def _salvage(fs: Fs, s: SegmentCheck, count: int, taken: set[Path]) -> Salvage:
+    records, lost = salvage_frames(
+        bytes(fs.read_file(s.data_path)), bytes(fs.read_file(s.idx_path)), s.first_seq, count
+    )
+    data, idx = encode_segment(records, s.first_seq)
+    qdir = s.data_path.parent.parent / QUARANTINE_DIR / s.data_path.parent.name
+    copies = (
+        _quarantine_path(fs, s.data_path, qdir, taken),
+        _quarantine_path(fs, s.idx_path, qdir, taken),
+    )
+    return Salvage(s.data_path, s.idx_path, copies, lost, data, idx)
 
 
 def apply_repairs(fs: Fs, plan: RepairPlan) -> None:
@@ -521,6 +592,14 @@ def apply_repairs(fs: Fs, plan: RepairPlan) -> None:
         fs.rename(src, dst)
         fs.fsync_dir(dst.parent)
         fs.fsync_dir(src.parent)
+    for sv in plan.salvage:
+        make_dirs_durably(fs, sv.copies[0].parent)
+        for src, dst in zip((sv.data_path, sv.idx_path), sv.copies, strict=True):
+            write_file_durably(fs, dst, fs.read_file(src))
+        # .data first: a crash between the two leaves a pair verify reports and a re-run
+        # salvages again (the new .data's frames are all intact)
+        write_file_durably(fs, sv.data_path, sv.data)
+        write_file_durably(fs, sv.idx_path, sv.idx)
 
 
 def group_quarantine_root(group: WalGroup) -> Path:
