@@ -456,3 +456,21 @@ def test_verify_judges_a_topic_by_its_last_config(tmp_path: Path) -> None:
     (root / "topics" / "00000001" / "seg-0000000000000001.data").unlink()
     r = run("verify", str(root))
     assert r.exit_code == 1 and "LOST topic 00000001: the sealed segment of seqs 1..50" in r.output
+
+
+def test_salvage_of_a_rewrite_cut_short_loses_nothing_more() -> None:
+    """A repair that rewrote `.data` (holes have other lengths than the frames they
+    replace) and crashed before `.idx`: the stale index points past the frames, which a
+    read in a row still finds."""
+    from seglog.core.segment_format import SegmentRecord, encode_segment
+    from seglog.storage.verify import salvage_frames
+
+    recs = [SegmentRecord(s, 7, None, None, b'{"d":"%s"}' % (b"x" * s), False) for s in range(1, 9)]
+    data, idx = encode_segment(recs, 1)
+    bad = bytearray(data)
+    bad[len(data) // 3] ^= 0xFF
+    first, lost = salvage_frames(bytes(bad), idx, 1, 8)
+    rewritten, _ = encode_segment(first, 1)
+    again, lost_again = salvage_frames(rewritten, idx, 1, 8)  # the old index beside it
+    assert len(lost) == 1 and lost_again == []
+    assert [r.blob for r in again] == [r.blob for r in first]

@@ -503,25 +503,29 @@ def salvage_frames(
     data: bytes, idx_bytes: bytes, first_seq: int, count: int
 ) -> tuple[list[SegmentRecord], list[int]]:
     """The `count` records of a damaged segment from `first_seq`: every frame that passes
-    every check as it is, every other one a deleted hole (its seq in the second list). The
-    index locates the frames when it has one entry per record; else the frames are read
-    in a row, and all after the first bad one are holes (nothing locates them)."""
+    every check as it is, every other one a deleted hole (its seq in the second list).
+    Frames are read in a row; after a bad one, the index (when it has one entry per
+    record) locates the next. Without a usable index, all records after the first bad
+    frame are holes: nothing locates them. Reading in a row first also salvages a `.data`
+    already rewritten next to its stale index (a repair cut short)."""
     entries = None
     if len(idx_bytes) == count * IDX_ENTRY_SIZE:
         entries = idx_view(idx_bytes)["offset"].tolist()
     out: list[SegmentRecord] = []
     lost: list[int] = []
-    at, ts, synced = 0, 0, True
+    at: int | None = 0  # where the next frame starts, while frames chain
+    ts = 0
     for i in range(count):
         seq = first_seq + i
-        if entries is not None:
-            at = entries[i]
         rec = None
-        if synced:
+        for start in (at, None if entries is None else entries[i]):
+            if start is None:
+                continue
             try:
-                rec, at = decode_frame(data, at, seq)
+                rec, at = decode_frame(data, start, seq)
+                break
             except SegmentCorruption:
-                synced = entries is not None
+                at = None
         if rec is None:  # `ts` never decreases with seq: a hole takes its predecessor's
             rec = SegmentRecord(seq, ts, None, None, _HOLE, True)
             lost.append(seq)
