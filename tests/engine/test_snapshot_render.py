@@ -379,14 +379,7 @@ def test_a_topic_made_ephemeral_and_persistent_again_across_crashes(kind: ImageK
     """Recovery empties a topic that is ephemeral at the crash and removes its segment
     files; the snapshots it takes before any write must stop referencing them, so a later
     crash neither refuses to start nor brings the emptied records back."""
-    fs = FaultFs()
-    e = open_engine(fs, segment_max_events=50)
-    e.put_topic("t", TopicConfig(durability=Durability.DISK))
-    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
-    seal_topic(e, e.topics["t"])
-    e.snapshot()
-    e.put_topic("t", TopicConfig(durability=Durability.EPHEMERAL))
-    fs = _image_and_abandon(e, fs, kind)
+    fs = _referenced_then_ephemeral_and_crashed(kind)
     e = open_engine(fs, segment_max_events=50)
     assert e.topics["t"].count == 0
     e.put_topic("t", TopicConfig(durability=Durability.DISK))
@@ -397,6 +390,19 @@ def test_a_topic_made_ephemeral_and_persistent_again_across_crashes(kind: ImageK
         assert list(read_all(e, "t")) == [seq]
     finally:
         abandon(e, fs)
+
+
+def _referenced_then_ephemeral_and_crashed(kind: ImageKind) -> FaultFs:
+    """A crash image where the newest snapshot references topic t's sealed segments and t
+    became ephemeral since."""
+    fs = FaultFs()
+    e = open_engine(fs, segment_max_events=50)
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
+    seal_topic(e, e.topics["t"])
+    e.snapshot()
+    e.put_topic("t", TopicConfig(durability=Durability.EPHEMERAL))
+    return _image_and_abandon(e, fs, kind)
 
 
 def _image_and_abandon(e: Engine, fs: FaultFs, kind: ImageKind) -> FaultFs:
@@ -477,14 +483,7 @@ def test_a_crash_between_the_snapshots_a_start_takes_retires_the_references_late
 ) -> None:
     """The start that empties an ephemeral topic snapshots twice; a crash after the first
     leaves the referencing snapshot kept, and the next start must retire it again."""
-    fs = FaultFs()
-    e = open_engine(fs, segment_max_events=50)
-    e.put_topic("t", TopicConfig(durability=Durability.DISK))
-    e.write("t", [RecordIn.of({"i": i}) for i in range(120)])
-    seal_topic(e, e.topics["t"])
-    e.snapshot()
-    e.put_topic("t", TopicConfig(durability=Durability.EPHEMERAL))
-    fs = _image_and_abandon(e, fs, kind)
+    fs = _referenced_then_ephemeral_and_crashed(kind)
     real = Engine.snapshot
     taken: list[int] = []
     crashed: list[FaultFs] = []
