@@ -142,10 +142,8 @@ class Report:
     topics: list[TopicCounts]
     leftovers: list[Path]  # crash leftovers startup removes
     vanished: list[Path]  # files removed while verify ran (a live server)
-    # segments a kept snapshot references: (topic_id, first seq) -> the snapshot ids
-    referenced: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     lost: list[str] = field(default_factory=list)  # referenced segments that are missing
-    # ... and the last seq each holds, by the references
+    # segments a valid snapshot references: (topic_id, first seq) -> their last seq
     referenced_last: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @property
@@ -209,11 +207,10 @@ def _check_snapshots(
     meta_dir: Path,
     topics: dict[int, TopicCounts],
     vanished: list[Path],
-    referenced: dict[tuple[int, int], list[int]],
     newest_refs: list[tuple[int, SegmentRef]],
     referenced_last: dict[tuple[int, int], int],
 ) -> tuple[list[SnapshotCheck], dict[str, Any] | None]:
-    """Every snapshot file checked; fills `referenced` with the segments the valid ones
+    """Every snapshot file checked; fills `referenced_last` with the segments the valid ones
     reference, and `newest_refs` with those of the newest valid one."""
     checks: list[SnapshotCheck] = []
     newest: dict[str, Any] | None = None
@@ -241,7 +238,6 @@ def _check_snapshots(
             for t in doc.get("topics", []):
                 for ref in segment_refs(t):
                     key = (int(t["topic_id"]), ref.segment)
-                    referenced.setdefault(key, []).append(snap_id)
                     referenced_last[key] = ref.segment_last
                     if newest is None:
                         newest_refs.append((int(t["topic_id"]), ref))
@@ -411,11 +407,10 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
     leftovers: list[Path] = []
     vanished: list[Path] = []
     meta_dir = root / "meta"
-    referenced: dict[tuple[int, int], list[int]] = {}
     newest_refs: list[tuple[int, SegmentRef]] = []
     referenced_last: dict[tuple[int, int], int] = {}
     snapshots, newest = _check_snapshots(
-        fs, meta_dir, topics, vanished, referenced, newest_refs, referenced_last
+        fs, meta_dir, topics, vanished, newest_refs, referenced_last
     )
     leftovers.extend(meta_dir / n for n in sorted(fs.listdir(meta_dir)) if n.endswith(".bin.tmp"))
     starts = _positions(newest) if newest is not None else {}
@@ -437,7 +432,6 @@ def verify_data_dir(fs: Fs, root: Path, cold_root: Path | None = None) -> Report
         [topics[k] for k in sorted(topics)],
         leftovers,
         vanished,
-        referenced,
         _lost(topics, newest_refs, segments),
         referenced_last,
     )
