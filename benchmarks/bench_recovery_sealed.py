@@ -8,7 +8,12 @@ segments (STORAGE §6 step 8). This measures, on one directory:
 - `plan`: `OfflineDir.open` of the topic (what the Spark offline reader's planner runs);
 - `open`: `Engine.open` of a copy of the directory (the server's start before "ready").
 
-    python benchmarks/bench_recovery_sealed.py --records 10000000 [--dir D] [--reps 2]
+    python benchmarks/bench_recovery_sealed.py --records 10000000 [--dir D] [--reps 2] \
+        [--only plan|open]
+
+Each `open` also reports the process's RSS once the engine is open (after a
+`gc.collect()`) and its peak so far: run with `--only open` for figures that the plans'
+allocations do not blur.
 
 With `--dir`, the directory is built once and reused (so two checkouts can be compared on
 the same bytes: run each with its `src` first on `PYTHONPATH`).
@@ -17,6 +22,7 @@ the same bytes: run each with its `src` first on `PYTHONPATH`).
 from __future__ import annotations
 
 import argparse
+import gc
 import shutil
 import tempfile
 import time
@@ -28,6 +34,17 @@ from seglog.model import Durability, RecordIn, TopicConfig
 from seglog.offline import OfflineDir
 
 BATCH = 10_000
+
+
+def rss_mb() -> tuple[float, float]:
+    """(VmRSS, VmHWM) of this process in MB."""
+    got = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                got[key] = int(value.split()[0]) / 1024
+    return got["VmRSS"], got["VmHWM"]
 
 
 def build(root: Path, n: int) -> None:
@@ -56,20 +73,21 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--dir", type=Path, help="build here once and reuse (default: a temp dir)")
     ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--only", choices=("plan", "open"))
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="seglog-bench-rec-"))
     root = a.dir or tmp / "data"
     try:
         if not (root / "meta").exists():
             build(root, a.records)
-        for _ in range(a.reps):
+        for _ in range(a.reps if a.only != "open" else 0):
             t0 = time.perf_counter()
             d = OfflineDir.open(root, None, int(time.time() * 1000), running=False)
             dt = time.perf_counter() - t0
             (view,) = d.topics()
             del d
             print(f"plan {view.count:,} records: {dt:.2f} s ({view.count / dt:,.0f} rec/s)")
-        for _ in range(a.reps):
+        for _ in range(a.reps if a.only != "plan" else 0):
             copy = tmp / "copy"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(root, copy)
@@ -78,8 +96,16 @@ def main() -> None:
             e.open()
             dt = time.perf_counter() - t0
             count = e.topics["t"].count
+            gc.collect()
+            rss, peak = rss_mb()
             e.close(snapshot=False)
-            print(f"open {count:,} records: {dt:.2f} s ({count / dt:,.0f} rec/s)", flush=True)
+            print(
+                f"open {count:,} records: {dt:.2f} s ({count / dt:,.0f} rec/s), "
+                f"RSS {rss:,.0f} MB (peak {peak:,.0f} MB)",
+                flush=True,
+            )
+            del e
+            gc.collect()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -26,7 +26,6 @@ Router copies made since the snapshot are in no file: like the server at startup
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -256,9 +255,8 @@ class OfflineDir:
         t = self._rp.registry.get(name)
         if t is None:
             return 1, 0
-        ts, front = t.ts, t.front
-        lo = front if ts_lo is None else bisect.bisect_left(ts, ts_lo, front)
-        hi = len(ts) if ts_hi is None else bisect.bisect_right(ts, ts_hi, front)
+        lo = t.front if ts_lo is None else t.ts_bisect(ts_lo)
+        hi = t.slot_count if ts_hi is None else t.ts_bisect(ts_hi, right=True)
         return t.origin + lo, t.origin + hi - 1
 
     def underived(self) -> list[str]:

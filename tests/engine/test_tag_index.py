@@ -32,8 +32,8 @@ def scan(t: TopicState, sel: Selector, below: int) -> list[int]:
     first = t.earliest()
     return [
         t.origin + i
-        for i in range(t.front, len(t.tag))
-        if first <= t.origin + i < below and not t.dead[i] and sel.matches(t.tag[i])
+        for i in range(t.front, t.slot_count)
+        if first <= t.origin + i < below and not t.dead[i] and sel.matches(t.slot(t.origin + i)[4])
     ]
 
 

@@ -11,6 +11,7 @@ which raises the precise error for its first bad frame.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -308,6 +309,43 @@ def layout_labels(data: bytes, lay: SegmentLayout) -> tuple[list[str | None], li
 _SHORT_LABEL = 64  # longest label whose bytes are compared as one numpy row
 
 
+def layout_coded_labels(
+    data: bytes, lay: SegmentLayout
+) -> tuple[tuple[list[str], npt.NDArray[np.uint32]], tuple[list[str], npt.NDArray[np.uint32]]]:
+    """`layout_labels` as a table of the distinct labels and a code per frame (0: none,
+    k: the table's k-th label, from 1): no Python object per frame."""
+    try:
+        return (
+            _coded(data, lay.has_node, lay.node_at, lay.node_len),
+            _coded(data, lay.has_tag, lay.tag_at, lay.tag_len),
+        )
+    except UnicodeDecodeError:
+        list(iter_frames(data, lay.first_seq))
+        raise SegmentCorruption(
+            f"segment corruption: node/tag not UTF-8 from seq {lay.first_seq}"
+        ) from None
+
+
+def _coded(
+    data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints
+) -> tuple[list[str], npt.NDArray[np.uint32]]:
+    n = len(present)
+    codes = np.zeros(n, np.uint32)
+    rows = np.flatnonzero(present)
+    if not len(rows):
+        return [], codes
+    starts, widths = at[rows], width[rows]
+    if int(widths.max()) > _SHORT_LABEL:  # rare: decode one by one
+        table: dict[str, int] = {}
+        for i, a, w in zip(rows.tolist(), starts.tolist(), widths.tolist(), strict=True):
+            label = data[a : a + w].decode()
+            codes[i] = table.get(label) or table.setdefault(label, len(table) + 1)
+        return list(table), codes
+    texts, inverse = _distinct(data, starts, widths)
+    codes[rows] = inverse + 1
+    return texts.tolist(), codes
+
+
 def _labels(data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints) -> list[str | None]:
     n = len(present)
     rows = np.flatnonzero(present)
@@ -320,6 +358,21 @@ def _labels(data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints) 
         for i, a, w in zip(rows.tolist(), starts.tolist(), widths.tolist(), strict=True):
             out[i] = data[a : a + w].decode()
         return out
+    texts, inverse = _distinct(data, starts, widths)
+    values = texts[inverse]
+    if len(rows) == n:
+        return values.tolist()  # type: ignore[no-any-return]
+    column = np.full(n, None, object)
+    column[rows] = values
+    return column.tolist()  # type: ignore[no-any-return]
+
+
+def _distinct(
+    data: bytes, starts: Ints, widths: Ints
+) -> tuple[npt.NDArray[np.object_], npt.NDArray[np.intp]]:
+    """The distinct labels of the spans `(starts, widths)` (each decoded once) and each
+    span's index among them."""
+    longest = int(widths.max())
     # Each label's bytes, zero-padded, then its width: equal rows are equal labels.
     # (Padded to 8-byte words: labels of up to 7 bytes, the usual, are one u64 each,
     # which sorts far faster than raw bytes.)
@@ -335,29 +388,28 @@ def _labels(data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints) 
     texts = np.empty(len(unique), object)
     for k, row in enumerate(first.tolist()):
         texts[k] = bytes(keys[row, : keys[row, size - 1]]).decode()
-    values = texts[inverse.ravel()]
-    if len(rows) == n:
-        return values.tolist()  # type: ignore[no-any-return]
-    column = np.full(n, None, object)
-    column[rows] = values
-    return column.tolist()  # type: ignore[no-any-return]
+    return texts, inverse.ravel()
 
 
 def layout_sizes(data: bytes, lay: SegmentLayout) -> list[int]:
     """Every frame's record size as the engine counts it (compact data plus meta text, a
     null meta counting as none): sliced blobs from their lengths, the others decoded
     (`FrameError` if one is not a payload blob)."""
-    lens = lay.blob_end - lay.blob_start - 6  # `{"d":` and `}`
+    return layout_size_array(data, lay).tolist()  # type: ignore[no-any-return]
+
+
+def layout_size_array(data: bytes, lay: SegmentLayout) -> npt.NDArray[np.int64]:
+    """`layout_sizes` as an array."""
+    sizes = (lay.blob_end - lay.blob_start - 6).astype(np.int64)  # `{"d":` and `}`
     odd = np.flatnonzero(~blobs_sliceable(data, lay.blob_start, lay.blob_end)).tolist()
-    sizes: list[int] = lens.tolist()
-    starts, ends = lay.blob_start.tolist(), lay.blob_end.tolist()
+    starts, ends = lay.blob_start, lay.blob_end
     for i in odd:
-        d, m = decode_blob(data[starts[i] : ends[i]])
+        d, m = decode_blob(data[int(starts[i]) : int(ends[i])])
         sizes[i] = len(d) + (0 if m is None or m == b"null" else len(m))
     return sizes
 
 
-def shared_ints(values: npt.NDArray[np.uint64]) -> list[int]:
+def shared_ints(values: npt.NDArray[Any]) -> list[int]:
     """`values.tolist()` with each run of equal adjacent values one `int` object: a
     segment's `ts` column repeats each write batch's timestamp, and a Python int per record
     (32 bytes) is most of what an in-memory index row costs."""

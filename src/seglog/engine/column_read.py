@@ -1,5 +1,5 @@
 """Columnar reads (the server side of API §13.1): the records of a read as parallel columns,
-sliced from the topic's slot lists and the sealed segments' runs without building a
+sliced from the topic's slot columns and the sealed segments' runs without building a
 `Record` per record.
 
 `select_slots` is `TopicState.read` over whole windows (numpy over the dead flags and the
@@ -77,7 +77,13 @@ def select_slots(
     full = len(live) >= limit
     rows: list[int] = live[:limit].tolist()
     contiguous = bool(rows) and rows[-1] - rows[0] + 1 == len(rows)
-    sizes = _pick(t.size, first, rows, contiguous)
+    # The columns of the slots from the first row to the last (`at` is the first's slot).
+    at = first + rows[0] if rows else first
+    ts_col, node_col, tag_col, data_col, meta_col, size_col = t.columns(
+        at, first + rows[-1] + 1 if rows else first
+    )
+    first -= at  # rows are offsets from `first` within those columns from here
+    sizes = _pick(size_col, first, rows, contiguous)
     take = len(rows)
     broke_at: int | None = None
     if take > 1:
@@ -93,15 +99,15 @@ def select_slots(
     else:
         scanned = width
     nxt = pos + scanned
-    base = t.origin + first
-    data = _pick(t.data, first, rows, contiguous)
+    base = t.origin + at + first
+    data = _pick(data_col, first, rows, contiguous)
     cols = RecordColumns(
         [base + r for r in rows],
-        _pick(t.ts, first, rows, contiguous),
-        _pick(t.node, first, rows, contiguous),
-        _pick(t.tag, first, rows, contiguous),
+        _pick(ts_col, first, rows, contiguous),
+        _pick(node_col, first, rows, contiguous),
+        _pick(tag_col, first, rows, contiguous),
         data,  # type: ignore[arg-type]  # the Nones are filled by `fill_columns`
-        _pick(t.meta, first, rows, contiguous),
+        _pick(meta_col, first, rows, contiguous),
     )
     absent = data.count(None)
     if absent == len(data):  # a page of sealed records only

@@ -219,12 +219,11 @@ class Queues:
         out: dict[int, Record] = {}
         missing: list[Missing] = []
         for seq in sorted(seqs):
-            i = seq - t.origin
-            data = t.data[i]
+            ts, data, meta, node, tag = t.slot(seq)
             if data is None:
-                missing.append((len(missing), seq, t.ts[i], t.node[i], t.tag[i]))
+                missing.append((len(missing), seq, ts, node, tag))
             else:
-                out[seq] = Record(seq, t.ts[i], data, t.meta[i], t.node[i], t.tag[i])
+                out[seq] = Record(seq, ts, data, meta, node, tag)
         pins: list[PinnedSegment] = []
         if missing and t.segments is not None:
             pins = t.segments.pin_range(missing[0][1], missing[-1][1])

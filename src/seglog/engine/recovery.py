@@ -37,7 +37,7 @@ from seglog.core.frame_scanner import RawFrame
 from seglog.core.frames import FrameError, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob, decode_blobs
 from seglog.core.segment_format import SegmentCorruption
-from seglog.core.segment_run import layout_labels, layout_sizes, shared_ints
+from seglog.core.segment_run import layout_coded_labels, layout_size_array
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -376,8 +376,8 @@ class SealedReader:
             return None
         try:
             data, lay = read_segment_layout(info, self.fs, self.checksums)
-            sizes = layout_sizes(data, lay)
-            node, tag = layout_labels(data, lay)
+            sizes = layout_size_array(data, lay)
+            node, tag = layout_coded_labels(data, lay)
         except FileNotFoundError:  # gone since it was listed (a running server dropped it)
             return None
         except (SegmentCorruption, FrameError) as e:
@@ -388,7 +388,7 @@ class SealedReader:
                     raise SegmentCorruption(f"{info.data_path}: {precise}") from precise
             raise SegmentCorruption(f"{info.data_path}: {e}") from e
         self._deleted[info.data_path] = (np.flatnonzero(lay.deleted) + info.first_seq).tolist()
-        return SealedRows(shared_ints(lay.ts), sizes, node, tag)
+        return SealedRows(lay.ts.astype(np.int64), sizes, node, tag)
 
     def read_many(self, topic_id: int, refs: Sequence[SegmentRef]) -> Iterator[SealedRows | None]:
         """`self(topic_id, ref)` for each of `refs`, in order, read a few ahead on two

@@ -12,7 +12,6 @@ through the segment's mmap with checksum verification).
 
 from __future__ import annotations
 
-import itertools
 import logging
 from bisect import bisect_right
 from dataclasses import dataclass
@@ -156,7 +155,7 @@ class TopicSegments:
         if n >= p.max_events:
             return first, first + p.max_events - 1
         lo = first - t.origin
-        active_bytes = sum(t.size[lo:]) if lo >= 0 else 0
+        active_bytes = t.size_sum(lo, t.slot_count) if lo >= 0 else 0
         if active_bytes >= p.max_bytes:
             return first, t.head
         if force or (p.max_age_ms > 0 and now - self.active_since_ms >= p.max_age_ms):
@@ -194,13 +193,12 @@ class TopicSegments:
         lo = max(self.payload_dropped_below, t.base_seq)
         # Only payloads a sealed segment holds may leave memory (records kept from before
         # the topic became persistent are in none).
-        n = len(t.data)
+        n = t.slot_count
         for info in self.overlapping(lo, keep_from - 1) if keep_from > lo else ():
             a = max(max(lo, info.first_seq) - t.origin, 0)
             b = min(min(keep_from, info.last_seq + 1) - t.origin, n)
             if a < b:
-                t.data[a:b] = itertools.repeat(None, b - a)
-                t.meta[a:b] = itertools.repeat(None, b - a)
+                t.drop_payloads(a, b)
         self.payload_dropped_below = max(self.payload_dropped_below, keep_from)
 
     # ---- physical reclaim --------------------------------------------------------------

@@ -21,6 +21,8 @@ import numpy.typing as npt
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
+from seglog.core.segment_run import shared_ints
+from seglog.engine.frozen_slots import CodedLabels
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -113,7 +115,7 @@ def capture_topic(t: TopicState, pins: SnapshotPins) -> TopicRender:
         )
         return TopicRender(t.topic_id, entry)
     start = max(t.front, t.earliest() - t.origin)
-    end = len(t.ts)
+    end = t.slot_count
     first, last = t.origin + start, t.origin + end - 1
     entry.update(
         base_seq=t.base_seq,
@@ -148,12 +150,13 @@ HeldRuns = Sequence[tuple[int, int]]  # inclusive seq runs whose payloads a seal
 
 @dataclass(slots=True)
 class SealedRows:
-    """`ts`, record size, node and tag of every seq of a sealed segment, from its file."""
+    """`ts`, record size, node and tag of every seq of a sealed segment, from its file
+    (labels as a table and codes, `FrozenSlots`' form)."""
 
-    ts: list[int]
-    size: list[int]
-    node: list[str | None]
-    tag: list[str | None]
+    ts: npt.NDArray[np.int64]
+    size: npt.NDArray[np.int64]
+    node: CodedLabels
+    tag: CodedLabels
 
 
 # (topic_id, reference) -> the referenced segment's rows, or None when its files are gone
@@ -203,7 +206,7 @@ def restore_topic(
         _restore_ref(t, ref, rows, head)
     _restore_records(t, records[at:], head, held)
     if t.head < head:
-        t.append_holes(head, t.ts[-1] if t.ts else 0)
+        t.append_holes(head, t.last_ts())
     t.head = head
     t.reserved = head
     t.reservation = t.reservation_durable = head
@@ -252,8 +255,10 @@ def _placeholders(t: TopicState, ref: SegmentRef, missing: MissingRuns) -> Seale
     """Stand-ins for the rows of a segment whose files are gone (noted in `missing`)."""
     n = ref.segment_last - ref.segment + 1
     missing.append((t.topic_id, ref.first, ref.last))
-    fill = t.ts[-1] if t.ts else 0
-    return SealedRows([fill] * n, [0] * n, [None] * n, [None] * n)
+    none = np.zeros(n, np.uint32)
+    return SealedRows(
+        np.full(n, t.last_ts(), np.int64), np.zeros(n, np.int64), ([], none), ([], none)
+    )
 
 
 def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) -> None:
@@ -273,16 +278,32 @@ def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) ->
     shift = ref.first - ref.segment
     live = np.concatenate(([False], ~dead[lo:hi], [False]))
     edges = (np.flatnonzero(live[1:] != live[:-1]) + lo).tolist()
+    frozen = t.slot_count == t.frozen.n  # nothing in the list columns yet: no payloads
+    if frozen:
+        node, tag = t.frozen.recode(rows.node), t.frozen.recode(rows.tag)
+    else:
+        node_table, tag_table = _label_table(rows.node), _label_table(rows.tag)
     for a, b in zip(edges[::2], edges[1::2], strict=True):
         first = ref.first + a
-        if first != t.head + 1:
-            t.append_holes(first - 1, rows.ts[shift + a])
-        k = b - a
         i, j = shift + a, shift + b
+        if frozen:
+            t.replay_frozen(first, rows.ts[i:j], rows.size[i:j], node[i:j], tag[i:j])
+            continue
+        if first != t.head + 1:
+            t.append_holes(first - 1, int(rows.ts[i]))
+        k = b - a
         t.replay_rows(
-            first, rows.ts[i:j], [None] * k, [None] * k, rows.node[i:j], rows.tag[i:j],
-            rows.size[i:j],
+            first, shared_ints(rows.ts[i:j]), [None] * k, [None] * k,
+            node_table[rows.node[1][i:j]].tolist(), tag_table[rows.tag[1][i:j]].tolist(),
+            rows.size[i:j].tolist(),
         )  # fmt: skip
+
+
+def _label_table(coded: CodedLabels) -> npt.NDArray[np.object_]:
+    """A coded label column's table as an array that a take of its codes decodes."""
+    table = np.empty(len(coded[0]) + 1, object)
+    table[1:] = coded[0]
+    return table
 
 
 def check_missing(

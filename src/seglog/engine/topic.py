@@ -4,25 +4,29 @@ Owner: `TopicState` is mutated only by the engine while holding `TopicState.lock
 method here assumes the caller holds it. Readers receive immutable `Record`/`ReadResult`
 values built under the lock.
 
-Slots are parallel lists indexed by `seq - origin`; `front` is the index of `base_seq`
-(slots before it are popped but not yet compacted away). A slot is *dead* when it was
-deleted, is a hole (failed write, reservation padding) or was popped; dead slots keep their
-position so `seq → slot` stays O(1). Payloads of records materialized in sealed segments
-may be dropped from memory (`data[i] is None` on a live slot) and are read back through
-`TopicSegments`.
+Slots are indexed by `seq - origin`; `front` is the index of `base_seq` (slots before it
+are popped but not yet compacted away). A slot is *dead* when it was deleted, is a hole
+(failed write, reservation padding) or was popped; dead slots keep their position so
+`seq → slot` stays O(1). Payloads of records materialized in sealed segments may be dropped
+from memory and are read back through `TopicSegments`; the oldest slots without payloads
+then leave the parallel list columns for numpy ones (`FrozenSlots`, ~16 bytes a record
+instead of ~53), so the lists hold only the newest slots: `dead` covers every slot, the
+lists the slots from `frozen.n` on.
 """
 
 from __future__ import annotations
 
 import builtins
+import itertools
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from seglog.core.watermarks import (
     Floors,
@@ -33,6 +37,7 @@ from seglog.core.watermarks import (
     tombstone_for,
     ttl_cut,
 )
+from seglog.engine.frozen_slots import Codes, FrozenSlots
 from seglog.model import (
     Durability,
     Record,
@@ -94,13 +99,16 @@ class TopicState:
     # slot index
     origin: int = 1
     front: int = 0
-    ts: list[int] = field(default_factory=list)
-    data: list[builtins.bytes | None] = field(default_factory=list)
-    meta: list[builtins.bytes | None] = field(default_factory=list)
-    node: list[str | None] = field(default_factory=list)
-    tag: list[str | None] = field(default_factory=list)
-    size: list[int] = field(default_factory=list)
-    dead: bytearray = field(default_factory=bytearray)
+    # the oldest slots, `[0, frozen.n)`, whose payloads are only in sealed segments ...
+    frozen: FrozenSlots = field(default_factory=FrozenSlots)
+    # ... and the others, `[frozen.n, len(dead))`, in list columns (`_ts[i - frozen.n]`)
+    _ts: list[int] = field(default_factory=list)
+    _data: list[builtins.bytes | None] = field(default_factory=list)
+    _meta: list[builtins.bytes | None] = field(default_factory=list)
+    _node: list[str | None] = field(default_factory=list)
+    _tag: list[str | None] = field(default_factory=list)
+    _size: list[int] = field(default_factory=list)
+    dead: bytearray = field(default_factory=bytearray)  # every slot's flag, `[0, len(dead))`
     # seqs and floors
     head: int = 0
     reserved: int = 0
@@ -141,7 +149,11 @@ class TopicState:
     @property
     def end_seq(self) -> int:
         """One past the last slot."""
-        return self.origin + len(self.ts)
+        return self.origin + len(self.dead)
+
+    @property
+    def slot_count(self) -> int:
+        return len(self.dead)
 
     def floors(self) -> Floors:
         return Floors(
@@ -172,12 +184,12 @@ class TopicState:
     ) -> None:
         """Append the slot for `seq == head + 1` and publish it (head advances)."""
         assert seq == self.end_seq == self.head + 1, (seq, self.end_seq, self.head)
-        self.ts.append(ts)
-        self.data.append(None if dead else data)
-        self.meta.append(None if dead else meta)
-        self.node.append(node)
-        self.tag.append(None if dead else tag)
-        self.size.append(0 if dead else size)
+        self._ts.append(ts)
+        self._data.append(None if dead else data)
+        self._meta.append(None if dead else meta)
+        self._node.append(node)
+        self._tag.append(None if dead else tag)
+        self._size.append(0 if dead else size)
         self.dead.append(1 if dead else 0)
         self.head = seq
         if self.reserved < seq:
@@ -199,12 +211,12 @@ class TopicState:
     ) -> None:
         """Recovery's `append_slot` for `seq == head + 1` (checked by the caller)."""
         size = len(data) + (len(meta) if meta is not None else 0)
-        self.ts.append(ts)
-        self.data.append(data)
-        self.meta.append(meta)
-        self.node.append(node)
-        self.tag.append(tag)
-        self.size.append(size)
+        self._ts.append(ts)
+        self._data.append(data)
+        self._meta.append(meta)
+        self._node.append(node)
+        self._tag.append(tag)
+        self._size.append(size)
         self.dead.append(0)
         self.head = self.reserved = seq
         self.count += 1
@@ -235,12 +247,12 @@ class TopicState:
                 for i, m in enumerate(meta):
                     if m is not None:
                         sizes[i] += len(m)
-        self.ts.extend(ts)
-        self.data.extend(data)
-        self.meta.extend(meta)
-        self.node.extend(node)
-        self.tag.extend(tag)
-        self.size.extend(sizes)
+        self._ts.extend(ts)
+        self._data.extend(data)
+        self._meta.extend(meta)
+        self._node.extend(node)
+        self._tag.extend(tag)
+        self._size.extend(sizes)
         self.dead.extend(bytes(n))
         last = first_seq + n - 1
         self.head = self.reserved = last
@@ -258,6 +270,35 @@ class TopicState:
                     else:
                         lst.append(seq)
 
+    def replay_frozen(
+        self,
+        first_seq: int,
+        ts: npt.NDArray[np.int64],
+        sizes: npt.NDArray[np.int64],
+        node: Codes,
+        tag: Codes,
+    ) -> None:
+        """`replay_rows` for live records whose payloads are in a sealed segment, straight
+        into the frozen columns (node and tag are codes of `frozen`'s table): recovery's
+        restore of a snapshot's segment references, while no slot is in the lists yet.
+        Seqs between the head and `first_seq` become holes."""
+        assert not self._ts and first_seq > self.head, (first_seq, self.head)
+        fr = self.frozen
+        gap = first_seq - self.head - 1
+        if gap:
+            fr.extend_holes(gap, int(ts[0]))
+            self.dead.extend(b"\x01" * gap)
+        n = len(ts)
+        fr.extend(ts, sizes, node, tag)
+        self.dead.extend(bytes(n))
+        self.head = self.reserved = first_seq + n - 1
+        self.count += n
+        self.bytes += int(sizes.sum(dtype=np.int64))
+        self.last_write_ts = int(ts[-1])
+        if self._tags is not None:
+            self._tags = None  # rebuilt on the next tag query
+            self._tag_keys = None
+
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it fills the slot columns a whole
         column at a time (`append_slot` per record is several times slower)."""
@@ -270,12 +311,12 @@ class TopicState:
             sizes = list(map(len, data))
         else:
             sizes = [len(d) + (0 if m is None else len(m)) for d, m in zip(data, meta, strict=True)]
-        self.ts.extend([ts] * n)
-        self.data.extend(data)
-        self.meta.extend(meta)
-        self.node.extend([r.node for r in records])
-        self.tag.extend(tags)
-        self.size.extend(sizes)
+        self._ts.extend([ts] * n)
+        self._data.extend(data)
+        self._meta.extend(meta)
+        self._node.extend([r.node for r in records])
+        self._tag.extend(tags)
+        self._size.extend(sizes)
         if self._tags is not None and tags.count(None) != n:
             add = self._tag_add
             for seq, tag in enumerate(tags, first_seq):
@@ -294,12 +335,12 @@ class TopicState:
         n = upto - self.head
         if n <= 0:
             return
-        self.ts.extend([ts] * n)
-        self.data.extend([None] * n)
-        self.meta.extend([None] * n)
-        self.node.extend([None] * n)
-        self.tag.extend([None] * n)
-        self.size.extend([0] * n)
+        self._ts.extend([ts] * n)
+        self._data.extend([None] * n)
+        self._meta.extend([None] * n)
+        self._node.extend([None] * n)
+        self._tag.extend([None] * n)
+        self._size.extend([0] * n)
         self.dead.extend(b"\x01" * n)
         self.head = upto
         if self.reserved < upto:
@@ -307,12 +348,12 @@ class TopicState:
 
     def is_live(self, seq: int) -> bool:
         i = seq - self.origin
-        return self.front <= i < len(self.ts) and not self.dead[i] and seq >= self.earliest()
+        return self.front <= i < len(self.dead) and not self.dead[i] and seq >= self.earliest()
 
     def liveness(self) -> Callable[[int], bool]:
         """`is_live` for many seqs in a row under the lock: the floors are read once."""
         lo = max(self.earliest() - self.origin, self.front)
-        origin, n, dead = self.origin, len(self.ts), self.dead
+        origin, n, dead = self.origin, len(self.dead), self.dead
 
         def live(seq: int) -> bool:
             i = seq - origin
@@ -329,7 +370,7 @@ class TopicState:
             return sum(1 for s in seqs if live(s))
         at = np.fromiter(seqs, np.int64, n) - self.origin
         lo = max(self.earliest() - self.origin, self.front)
-        at = at[(at >= lo) & (at < len(self.ts))]
+        at = at[(at >= lo) & (at < len(self.dead))]
         # A copy of the picked flags, not a view kept: `dead` must stay resizable.
         dead_picked = np.frombuffer(self.dead, np.uint8)[at]
         return int(len(at) - np.count_nonzero(dead_picked))
@@ -337,13 +378,18 @@ class TopicState:
     def kill(self, seq: int) -> int:
         """Mark a live slot deleted; returns its bytes (or -1 if it was not live)."""
         i = seq - self.origin
-        if not (self.front <= i < len(self.ts)) or self.dead[i]:
+        if not (self.front <= i < len(self.dead)) or self.dead[i]:
             return -1
-        size = self.size[i]
+        j = i - self.frozen.n
+        if j < 0:
+            size = self.frozen.size_at(i)
+            self.frozen.zero_size(i)
+        else:
+            size = self._size[j]
+            self._data[j] = None
+            self._meta[j] = None
+            self._size[j] = 0
         self.dead[i] = 1
-        self.data[i] = None
-        self.meta[i] = None
-        self.size[i] = 0
         self.count -= 1
         self.bytes -= size
         return size
@@ -356,10 +402,10 @@ class TopicState:
         millions of tagged records spent a second building it for nothing."""
         index = self._tags
         if index is None:
-            index = {}
-            origin, tags, dead = self.origin, self.tag, self.dead
-            for i in range(self.front, len(tags)):
-                g = tags[i]
+            index = self._frozen_tags()
+            origin, tags, dead, f = self.origin, self._tag, self.dead, self.frozen.n
+            for i in range(max(self.front, f), len(dead)):
+                g = tags[i - f]
                 if g is not None and not dead[i]:
                     lst = index.get(g)
                     if lst is None:
@@ -369,6 +415,26 @@ class TopicState:
             self._tags = index
             self._tag_keys = None
         return index
+
+    def _frozen_tags(self) -> dict[str, list[int]]:
+        """The tag index of the live frozen slots, grouped with numpy."""
+        a, b = self.front, self.frozen.n
+        if a >= b:
+            return {}
+        labels, codes = self.frozen.tag_codes(a, b)
+        live = np.frombuffer(bytes(self.dead[a:b]), np.uint8) == 0
+        rows = np.flatnonzero(live & (codes != 0))
+        if not len(rows):
+            return {}
+        picked = codes[rows]
+        order = np.argsort(picked, kind="stable")  # stable: each group's seqs ascend
+        picked, seqs = picked[order], rows[order] + (self.origin + a)
+        starts = np.flatnonzero(np.concatenate(([True], picked[1:] != picked[:-1])))
+        ends = [*starts[1:].tolist(), len(picked)]
+        out: dict[str, list[int]] = {}
+        for s, e in zip(starts.tolist(), ends, strict=True):
+            out[cast(str, labels[int(picked[s])])] = seqs[s:e].tolist()
+        return out
 
     def _tag_add(self, tag: str, seq: int) -> None:
         index = self._tags
@@ -457,7 +523,10 @@ class TopicState:
 
     def _slot_tag(self, seq: int) -> str | None:
         i = seq - self.origin
-        return self.tag[i] if self.front <= i < len(self.tag) else None
+        if not self.front <= i < len(self.dead):
+            return None
+        j = i - self.frozen.n
+        return self.frozen.tag_at(i) if j < 0 else self._tag[j]
 
     # ---- retention ----------------------------------------------------------------------------
     def retention_cut(self, now: int) -> RetentionCut | None:
@@ -467,9 +536,9 @@ class TopicState:
             return None
         evict, expiry = self.evict_floor, self.expiry_floor
         moved_wm = False
-        lo, hi = self.front, len(self.ts)
+        lo, hi = self.front, len(self.dead)
         if cfg.ttl_ms > 0 and lo < hi:
-            cut = ttl_cut(self.ts, lo, hi, now, cfg.ttl_ms)
+            cut = self._ttl_cut(lo, hi, now, cfg.ttl_ms)
             if cut > lo:
                 last = self.origin + cut - 1
                 if last > expiry:
@@ -482,7 +551,7 @@ class TopicState:
             retained = self._live_bytes_above(inv)
             if retained > cfg.cap_bytes:
                 start = max(lo, inv + 1 - self.origin)
-                end = byte_cap_cut(self.size, start, hi, retained - cfg.cap_bytes)
+                end = self._byte_cap_cut(start, hi, retained - cfg.cap_bytes)
                 if end > start:
                     last = self.origin + end - 1
                     if last > evict:
@@ -491,6 +560,42 @@ class TopicState:
         if evict == self.evict_floor and expiry == self.expiry_floor:
             return None
         return RetentionCut(evict, expiry, moved_wm)
+
+    def _ttl_cut(self, lo: int, hi: int, now: int, ttl_ms: int) -> int:
+        """`watermarks.ttl_cut` over both column stores."""
+        f = self.frozen.n
+        if lo < f:
+            cut = self.frozen.ts_search(now - ttl_ms, lo, min(hi, f))
+            if cut < f or hi <= f:
+                return cut
+            lo = f
+        return f + ttl_cut(self._ts, lo - f, hi - f, now, ttl_ms)
+
+    def _byte_cap_cut(self, lo: int, hi: int, excess: int) -> int:
+        """`watermarks.byte_cap_cut` over both column stores."""
+        f = self.frozen.n
+        if lo < f:
+            mid = min(hi, f)
+            cut = self.frozen.byte_cut(lo, mid, excess)
+            if cut < mid or hi <= f:
+                return cut
+            excess -= self.frozen.size_sum(lo, mid)
+            if excess <= 0:
+                return cut
+            lo = f
+        return f + byte_cap_cut(self._size, lo - f, hi - f, excess)
+
+    def size_sum(self, a: int, b: int) -> int:
+        """The bytes of the slots `[a, b)` (dead ones count 0)."""
+        f = self.frozen.n
+        b = min(b, len(self.dead))
+        if a >= b:
+            return 0
+        if b <= f:
+            return self.frozen.size_sum(a, b)
+        if a >= f:
+            return sum(self._size[a - f : b - f])
+        return self.frozen.size_sum(a, f) + sum(self._size[: b - f])
 
     def apply_record_cap(self) -> None:
         """Step 2 of the retention pass alone (recovery replays it after every append)."""
@@ -519,10 +624,7 @@ class TopicState:
         if start <= self.front:
             return self.bytes
         # Subtract what lies between base and the floor (bounded by the evicted region).
-        below = 0
-        for i in range(self.front, min(start, len(self.size))):
-            below += self.size[i]
-        return self.bytes - below
+        return self.bytes - self.size_sum(self.front, start)
 
     def apply_cut(self, cut: RetentionCut) -> None:
         self.evict_floor = max(self.evict_floor, cut.evict_floor)
@@ -532,28 +634,54 @@ class TopicState:
     def pop_front(self) -> None:
         """§4.2 step 5: pop every slot below earliest_seq and the dead run after it."""
         stop = self.earliest() - self.origin
-        n = len(self.ts)
+        n = len(self.dead)
         i = self.front
-        while i < n and (i < stop or self.dead[i]):
-            if not self.dead[i]:
+        f = self.frozen.n
+        if i < min(stop, f):
+            i = self._pop_frozen(i, min(stop, n, f))
+        dead = self.dead
+        while i < min(stop, n):
+            if not dead[i]:
+                j = i - f
                 self.count -= 1
-                self.bytes -= self.size[i]
-                tag = self.tag[i]
+                self.bytes -= self._size[j]
+                tag = self._tag[j]
                 if tag is not None:
                     self._tag_remove(tag, self.origin + i)
-                self.dead[i] = 1
-                self.data[i] = None
-                self.meta[i] = None
-                self.size[i] = 0
+                dead[i] = 1
+                self._data[j] = None
+                self._meta[j] = None
+                self._size[j] = 0
             i += 1
+        if i < n and dead[i]:  # and the dead run after the stop
+            live = dead.find(0, i)
+            i = n if live < 0 else live
         self.front = i
         if self.front > 4096 and self.front * 2 > n:
             self._compact()
 
+    def _pop_frozen(self, a: int, b: int) -> int:
+        """`pop_front` over the frozen slots `[a, b)`, with numpy."""
+        rows = np.flatnonzero(np.frombuffer(bytes(self.dead[a:b]), np.uint8) == 0)
+        if len(rows):
+            self.count -= len(rows)
+            self.bytes -= int(self.frozen.sizes(a, b)[rows].sum(dtype=np.int64))
+            if self._tags is not None:
+                labels, codes = self.frozen.tag_codes(a, b)
+                tagged = rows[codes[rows] != 0]
+                for r, c in zip(tagged.tolist(), codes[tagged].tolist(), strict=True):
+                    self._tag_remove(cast(str, labels[c]), self.origin + a + r)
+            self.frozen.zero_sizes(a, b)
+            self.dead[a:b] = b"\x01" * (b - a)
+        return b
+
     def _compact(self) -> None:
         k = self.front
-        for lst in (self.ts, self.data, self.meta, self.node, self.tag, self.size):
-            del lst[:k]
+        f = self.frozen.n
+        self.frozen.drop_prefix(k)
+        if k > f:
+            for lst in (self._ts, self._data, self._meta, self._node, self._tag, self._size):
+                del lst[: k - f]
         del self.dead[:k]
         self.origin += k
         self.front = 0
@@ -577,32 +705,55 @@ class TopicState:
         missing: list[Missing] = []
         used = 0
         scanned = 0
-        origin, front = self.origin, self.front
+        origin, front, dead = self.origin, self.front, self.dead
         seq = pos + 1
+        # The columns of slots `[w_lo, w_hi)`: the list columns themselves, or a window of
+        # the frozen ones as lists (growing, so a short read converts little).
+        w_lo = w_hi = 0
+        w_ts: list[int] = []
+        w_node: list[str | None] = []
+        w_tag: list[str | None] = []
+        w_size: list[int] = []
+        w_data: list[builtins.bytes | None] | None = None
+        w_meta: list[builtins.bytes | None] = []
+        want = 2 * limit + 16
         while seq <= head and len(out) < limit and scanned < MAX_SLOTS_EXAMINED:
             i = seq - origin
-            if i < front or self.dead[i]:
+            if i < front or dead[i]:
                 pos = seq
                 seq += 1
                 scanned += 1
                 continue
-            ts = self.ts[i]
+            if not w_lo <= i < w_hi:
+                f = self.frozen.n
+                if i >= f:
+                    w_lo, w_hi, w_data, w_meta = f, len(dead), self._data, self._meta
+                    w_ts, w_node, w_tag, w_size = self._ts, self._node, self._tag, self._size
+                else:
+                    w_lo, w_hi, w_data = i, min(f, i + want), None
+                    want *= 2
+                    w_ts = self.frozen.ts_list(w_lo, w_hi)
+                    w_node = self.frozen.node_list(w_lo, w_hi)
+                    w_tag = self.frozen.tag_list(w_lo, w_hi)
+                    w_size = self.frozen.size_list(w_lo, w_hi)
+            k = i - w_lo
+            ts = w_ts[k]
             if expired_before is not None and ts < expired_before:
                 pos, seq, scanned = seq, seq + 1, scanned + 1
                 continue
-            node = self.node[i]
+            node = w_node[k]
             if node_filter is not None and node is not None and node in node_filter:
                 pos, seq, scanned = seq, seq + 1, scanned + 1
                 continue
-            size = self.size[i]
+            size = w_size[k]
             if out and used + size > max_bytes:
                 break
-            data = self.data[i]
+            data = None if w_data is None else w_data[k]
             if data is None:
-                missing.append((len(out), seq, ts, node, self.tag[i]))
+                missing.append((len(out), seq, ts, node, w_tag[k]))
                 out.append(PLACEHOLDER)
             else:
-                out.append(Record(seq, ts, data, self.meta[i], node, self.tag[i]))
+                out.append(Record(seq, ts, data, w_meta[k], node, w_tag[k]))
             used += size
             pos = seq
             seq += 1
@@ -617,16 +768,108 @@ class TopicState:
         n = max(low - lo, 0)
         no_str: list[str | None] = [None] * n
         no_bytes: list[builtins.bytes | None] = [None] * n
+        ts, node, tag, data, meta, size = self.columns(low, hi)
         return Rows(
             first,
-            [self.ts[i] if i >= 0 else 0 for i in range(lo, lo + n)] + self.ts[low:hi],
-            no_str + self.node[low:hi],
-            no_str + self.tag[low:hi],
-            no_bytes + self.data[low:hi],
-            no_bytes + self.meta[low:hi],
-            [0] * n + self.size[low:hi],
+            [self._ts_at(i) if i >= 0 else 0 for i in range(lo, lo + n)] + ts,
+            no_str + node,
+            no_str + tag,
+            no_bytes + data,
+            no_bytes + meta,
+            [0] * n + size,
             bytearray(b"\x01" * n) + self.dead[low:hi],
         )
+
+    def columns(self, a: int, b: int) -> tuple[
+        list[int], list[str | None], list[str | None], list[builtins.bytes | None],
+        list[builtins.bytes | None], list[int],
+    ]:  # fmt: skip
+        """New lists of the `ts`, node, tag, data, meta and size columns of the slots
+        `[a, b)` (`0 <= a`; a frozen slot's data and meta are None)."""
+        f = self.frozen.n
+        b = min(b, len(self.dead))
+        if a >= b:
+            return [], [], [], [], [], []
+        if a >= f:
+            x, y = a - f, b - f
+            return (
+                self._ts[x:y], self._node[x:y], self._tag[x:y], self._data[x:y],
+                self._meta[x:y], self._size[x:y],
+            )  # fmt: skip
+        fr, mid, y = self.frozen, min(b, f), max(b - f, 0)
+        none: list[builtins.bytes | None] = [None] * (mid - a)
+        return (
+            fr.ts_list(a, mid) + self._ts[:y],
+            fr.node_list(a, mid) + self._node[:y],
+            fr.tag_list(a, mid) + self._tag[:y],
+            none + self._data[:y],
+            none + self._meta[:y],
+            fr.size_list(a, mid) + self._size[:y],
+        )
+
+    def _ts_at(self, i: int) -> int:
+        j = i - self.frozen.n
+        return self.frozen.ts_at(i) if j < 0 else self._ts[j]
+
+    def last_ts(self) -> int:
+        """The `ts` of the newest slot (0 when there is none)."""
+        if self._ts:
+            return self._ts[-1]
+        return self.frozen.ts_at(self.frozen.n - 1) if self.frozen.n else 0
+
+    def ts_bisect(self, value: int, right: bool = False) -> int:
+        """`bisect_left` (`bisect_right` with `right`) of `value` over the `ts` of the live
+        slots from the front (slot indices; `ts` never decreases with the slot)."""
+        f, lo = self.frozen.n, self.front
+        if lo < f:
+            cut = self.frozen.ts_search(value, lo, f, right)
+            if cut < f:
+                return cut
+            lo = f
+        bisect = bisect_right if right else bisect_left
+        return f + bisect(self._ts, value, lo - f)
+
+    def has_payload(self, seq: int) -> bool:
+        """Whether the payload of `seq`'s slot is in memory."""
+        j = seq - self.origin - self.frozen.n
+        return 0 <= j < len(self._data) and self._data[j] is not None
+
+    def slot(self, seq: int) -> tuple[int, builtins.bytes | None, builtins.bytes | None,
+                                      str | None, str | None]:  # fmt: skip
+        """`(ts, data, meta, node, tag)` of `seq`'s slot (data None: in a sealed segment)."""
+        i = seq - self.origin
+        j = i - self.frozen.n
+        if j < 0:
+            fr = self.frozen
+            return fr.ts_at(i), None, None, fr.node_at(i), fr.tag_at(i)
+        return self._ts[j], self._data[j], self._meta[j], self._node[j], self._tag[j]
+
+    def drop_payloads(self, a: int, b: int) -> None:
+        """The payloads of slots `[a, b)` are in sealed segments only from now on; the
+        prefix of slots without payloads in memory then leaves the list columns."""
+        f = self.frozen.n
+        x, y = max(a - f, 0), min(b - f, len(self._data))
+        if x < y:
+            self._data[x:y] = itertools.repeat(None, y - x)
+            self._meta[x:y] = itertools.repeat(None, y - x)
+        self._freeze()
+
+    def _freeze(self) -> None:
+        """Move the leading list slots that hold no payload into the frozen columns (a
+        slot without its payload in memory has no meta there either)."""
+        data = self._data
+        k, n = 0, len(data)
+        while k < n:
+            chunk = data[k : k + 4096]
+            if chunk.count(None) != len(chunk):
+                k += next(x for x, d in enumerate(chunk) if d is not None)
+                break
+            k += len(chunk)
+        if k == 0:
+            return
+        self.frozen.extend_lists(self._ts[:k], self._size[:k], self._node[:k], self._tag[:k])
+        for lst in (self._ts, self._data, self._meta, self._node, self._tag, self._size):
+            del lst[:k]
 
     def live_runs(self) -> list[tuple[int, int]]:
         """`live_records` as inclusive (first, last) runs of consecutive seqs, ascending."""
@@ -642,6 +885,6 @@ class TopicState:
     def live_records(self) -> Iterable[int]:
         """Seqs of live slots at or above earliest_seq (snapshot capture, sealing checks)."""
         start = max(self.front, self.earliest() - self.origin)
-        for i in range(start, len(self.ts)):
+        for i in range(start, len(self.dead)):
             if not self.dead[i]:
                 yield self.origin + i

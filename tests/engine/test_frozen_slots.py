@@ -1,0 +1,187 @@
+"""The frozen columns (`FrozenSlots`) are a storage form of the slot index, not a behaviour:
+a topic whose oldest payload-less slots moved into them answers every question exactly as
+the same topic whose slots all stayed in the list columns — reads (TTL, node filter, byte
+budget), retention cuts, pops and compaction, deletes, the tag index, columns, sizes and
+`ts` searches — through any interleaving of writes, holes, deletes, payload drops and
+floors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.engine.column_read import select_slots
+from seglog.engine.frozen_slots import FrozenSlots
+from seglog.engine.topic import TopicState
+from seglog.model import RecordIn, Selector, TopicConfig
+
+TAGS = [None, "a", "ab", "b"]
+NODES = [None, "n1", "n2"]
+SELECTORS = [Selector("Eq", "a"), Selector("Glob", "a"), Selector("Eq", "b")]
+CONFIGS = [
+    TopicConfig(),
+    TopicConfig(cap_records=40),
+    TopicConfig(cap_bytes=600),
+    TopicConfig(ttl_ms=50),
+    TopicConfig(cap_records=25, cap_bytes=900, ttl_ms=80),
+]
+
+RECORD = st.tuples(st.sampled_from(TAGS), st.sampled_from(NODES), st.integers(0, 40), st.booleans())
+OPS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("write"),
+            st.tuples(st.integers(0, 5), st.lists(RECORD, min_size=1, max_size=12)),
+        ),
+        st.tuples(
+            st.just("write"), st.tuples(st.just(1), st.lists(RECORD, min_size=20, max_size=40))
+        ),
+        st.tuples(st.just("holes"), st.integers(1, 6)),
+        st.tuples(st.just("kill"), st.lists(st.integers(0, 200), max_size=5)),
+        st.tuples(
+            st.just("delete_tag"), st.tuples(st.sampled_from(SELECTORS), st.integers(0, 200))
+        ),
+        st.tuples(st.just("delete_below"), st.integers(0, 200)),
+        st.tuples(st.just("drop"), st.integers(0, 100)),
+        st.tuples(st.just("drop"), st.just(100)),
+        st.tuples(st.just("retain"), st.integers(0, 120)),
+        st.tuples(st.just("compact"), st.just(0)),
+        st.tuples(st.just("query"), st.sampled_from(SELECTORS)),
+    ),
+    max_size=40,
+)
+
+
+class _NeverFrozen(TopicState):
+    """Every slot stays in the list columns: the reference."""
+
+    def _freeze(self) -> None:
+        return None
+
+
+class _Clock:
+    now = 1_000
+
+
+def apply(t: TopicState, op: str, arg: Any, clock: _Clock) -> None:
+    if op == "write":
+        step, recs = arg
+        clock.now += step
+        records = [
+            RecordIn.of({"v": "x" * n}, tag=tag, node=node, meta={"m": 1} if m else None)
+            for tag, node, n, m in recs
+        ]
+        t.publish_batch(t.head + 1, clock.now, records)
+    elif op == "holes":
+        t.append_holes(t.head + arg, clock.now)
+    elif op == "kill":
+        t.apply_delete(None, None, 0, [s for s in arg if 0 < s <= t.head])
+    elif op == "delete_tag":
+        sel, bound = arg
+        t.apply_delete(None, sel, bound)
+    elif op == "delete_below":
+        t.apply_delete(arg, None, t.head + 1)
+    elif op == "drop":  # the payloads of the oldest `arg` % of the slots leave memory
+        t.drop_payloads(0, t.slot_count * arg // 100)
+    elif op == "retain":
+        clock.now += arg
+        cut = t.retention_cut(clock.now)
+        if cut is not None:
+            t.apply_cut(cut)
+    elif op == "compact":
+        if t.front:
+            t._compact()
+    elif op == "query":
+        t.tag_matches(arg, t.head + 1)
+
+
+def observe(t: TopicState, clock: _Clock) -> dict[str, Any]:
+    n = t.slot_count
+    reads = []
+    for cursor in sorted({0, t.base_seq - 1, (t.base_seq + t.head) // 2, max(t.head - 3, 0)}):
+        for limit, nodes, budget in ((1, frozenset(), 1 << 20), (7, frozenset({"n1"}), 90)):
+            recs, missing, pos, tomb, scanned = t.read(cursor, limit, nodes, budget, clock.now)
+            reads.append(([(r.seq, r.data_json) for r in recs], missing, pos, tomb, scanned))
+        sel = select_slots(t, cursor, 5, 120, clock.now, False)
+        if sel is not None:
+            c = sel.columns
+            reads.append((c.seq, c.ts, c.node, c.tag, c.data, c.meta, sel.missing))
+            reads.append((sel.next_from_seq, sel.tombstone, sel.scanned))
+    return {
+        "state": (t.origin, t.front, t.head, t.count, t.bytes, t.floors(), bytes(t.dead)),
+        "columns": t.columns(0, n),
+        "reads": reads,
+        "tags": {k: list(v) for k, v in t.tags.items()},
+        "matches": [t.tag_matches(s, t.head + 1) for s in SELECTORS],
+        "live": t.live_runs(),
+        "sizes": [t.size_sum(a, n) for a in range(0, n, 7)],
+        "bisect": [
+            (t.ts_bisect(v), t.ts_bisect(v, right=True))
+            for v in (0, clock.now - 30, clock.now, clock.now + 1)
+        ]
+        if t.front < n
+        else [],
+        "cut": t.retention_cut(clock.now + 60),
+        # the two cut walks at every boundary: each ts (and one past it), sizes by steps
+        "ttl": [
+            t._ttl_cut(t.front, n, ts + 10 + d, 10)
+            for ts in set(t.columns(0, n)[0])
+            for d in (0, 1)
+        ],
+        "bytes": [t._byte_cap_cut(t.front, n, e) for e in range(0, t.size_sum(0, n) + 20, 9)],
+        "last_ts": t.last_ts(),
+        "slots": [t.slot(s) for s in range(t.base_seq, t.head + 1)],
+    }
+
+
+@settings(max_examples=250, deadline=None)
+@given(ops=OPS, config=st.sampled_from(CONFIGS))
+def test_frozen_slots_answer_like_list_slots(
+    ops: list[tuple[str, Any]], config: TopicConfig
+) -> None:
+    frozen, listed = TopicState("t", 1, config), _NeverFrozen("t", 1, config)
+    clocks = _Clock(), _Clock()
+    for op, arg in ops:
+        for t, clock in zip((frozen, listed), clocks, strict=True):
+            apply(t, op, arg, clock)
+        assert observe(frozen, clocks[0]) == observe(listed, clocks[1]), op
+    assert listed.frozen.n == 0
+
+
+def test_payload_drops_move_the_prefix_and_only_it() -> None:
+    t = TopicState("t", 1, TopicConfig())
+    t.publish_batch(1, 5, [RecordIn.of(i, tag="k") for i in range(10)])
+    t.drop_payloads(3, 6)  # not a prefix: nothing moves
+    assert t.frozen.n == 0 and not t.has_payload(4) and t.has_payload(1)
+    t.drop_payloads(0, 3)
+    assert t.frozen.n == 6 and [t.has_payload(s) for s in (6, 7)] == [False, True]
+    assert t.slot(2) == (5, None, None, None, "k") and t.slot(7)[1] == b"6"
+    t.kill(2)
+    assert t.count == 9 and t.size_sum(0, 10) == 9
+
+
+def test_label_codes_widen_as_the_table_grows() -> None:
+    fr = FrozenSlots()
+    fr.extend_lists([1] * 200, [2] * 200, [f"l{i}" for i in range(200)], ["t"] * 200)
+    assert fr.nbytes == 1024 * (8 + 4 + 1 + 1)  # one-byte codes, room for 1,024 slots
+    labels = [f"l{i}" for i in range(70_000)]
+    fr.extend_lists([1] * len(labels), [2] * len(labels), labels, [None] * len(labels))
+    assert fr.tag_list(199, 201) == ["t", None]
+    assert fr.node_list(0, 3) == ["l0", "l1", "l2"] and fr.node_at(70_199) == "l69999"
+    coded = (["l5", "new"], np.array([2, 0, 1], np.uint32))
+    assert fr.recode(coded).tolist() == [70_002, 0, 6]
+
+
+@pytest.mark.parametrize("excess", [0, 1, 3, 4, 6, 100])
+def test_byte_cut_matches_the_walk(excess: int) -> None:
+    fr = FrozenSlots()
+    fr.extend_lists([1] * 4, [3, 0, 3, 2], [None] * 4, [None] * 4)
+    walked, i = excess, 0
+    while walked > 0 and i < 4:
+        walked -= fr.size_at(i)
+        i += 1
+    assert fr.byte_cut(0, 4, excess) == i
