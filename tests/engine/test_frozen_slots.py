@@ -7,6 +7,7 @@ floors."""
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.engine.column_read import select_slots
-from seglog.engine.frozen_slots import FrozenSlots
+from seglog.engine.frozen_slots import FrozenSlots, TsColumn
 from seglog.engine.topic import TopicState
 from seglog.model import RecordIn, Selector, TopicConfig
 
@@ -139,11 +140,12 @@ def observe(t: TopicState, clock: _Clock) -> dict[str, Any]:
 
 
 @settings(max_examples=250, deadline=None)
-@given(ops=OPS, config=st.sampled_from(CONFIGS))
+@given(ops=OPS, config=st.sampled_from(CONFIGS), ts_block_bits=st.sampled_from([1, 3, 12]))
 def test_frozen_slots_answer_like_list_slots(
-    ops: list[tuple[str, Any]], config: TopicConfig
+    ops: list[tuple[str, Any]], config: TopicConfig, ts_block_bits: int
 ) -> None:
     frozen, listed = TopicState("t", 1, config), _NeverFrozen("t", 1, config)
+    frozen.frozen = FrozenSlots(ts_block_bits)  # small blocks: many per test
     clocks = _Clock(), _Clock()
     for op, arg in ops:
         for t, clock in zip((frozen, listed), clocks, strict=True):
@@ -167,13 +169,53 @@ def test_payload_drops_move_the_prefix_and_only_it() -> None:
 def test_label_codes_widen_as_the_table_grows() -> None:
     fr = FrozenSlots()
     fr.extend_lists([1] * 200, [2] * 200, [f"l{i}" for i in range(200)], ["t"] * 200)
-    assert fr.nbytes == 1024 * (8 + 4 + 1 + 1)  # one-byte codes, room for 1,024 slots
+    assert fr.nbytes == 1024 * (4 + 4 + 1 + 1) + 8  # one-byte codes, room for 1,024 slots
     labels = [f"l{i}" for i in range(70_000)]
     fr.extend_lists([1] * len(labels), [2] * len(labels), labels, [None] * len(labels))
     assert fr.tag_list(199, 201) == ["t", None]
     assert fr.node_list(0, 3) == ["l0", "l1", "l2"] and fr.node_at(70_199) == "l69999"
     coded = (["l5", "new"], np.array([2, 0, 1], np.uint32))
     assert fr.recode(coded).tolist() == [70_002, 0, 6]
+
+
+TS_RUNS = st.lists(
+    st.tuples(st.sampled_from([0, 1, 7, 1 << 31, 1 << 32, 1 << 40]), st.integers(1, 9)),
+    max_size=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    runs=TS_RUNS,
+    start=st.integers(-(1 << 40), 1 << 40),
+    bits=st.integers(0, 4),
+    cut=st.integers(0, 80),
+    probes=st.lists(st.integers(-5, 5), max_size=6),
+)
+def test_ts_column_holds_and_searches_like_a_list(
+    runs: list[tuple[int, int]], start: int, bits: int, cut: int, probes: list[int]
+) -> None:
+    """Offsets within blocks, and the switch to plain values when a block spans more
+    than 32 bits: every value, slice and search as a list and `bisect` give them."""
+    want: list[int] = []
+    col = TsColumn(bits)
+    at = start
+    for step, k in runs:  # appended a run at a time, each run `k` values `step` apart
+        values = [at + step * j for j in range(k)]
+        at = values[-1]
+        want += values
+        col.extend(np.array(values, np.int64))
+    k = min(cut, len(want))
+    col.drop_prefix(k)
+    want = want[k:]
+    assert col.n == len(want) and col.values(0, col.n).tolist() == want
+    assert [col.at(i) for i in range(col.n)] == want
+    for a in range(0, len(want) + 1, 3):
+        for b in {a, (a + len(want)) // 2, len(want)}:
+            for v in [want[min(a, len(want) - 1)] + p for p in probes] if want else probes:
+                for right, bisect in ((False, bisect_left), (True, bisect_right)):
+                    got = col.search(v, a, b, right)
+                    assert got == bisect(want, v, a, b), (v, a, b, right)
 
 
 @pytest.mark.parametrize("excess", [0, 1, 3, 4, 6, 100])

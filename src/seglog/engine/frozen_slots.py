@@ -3,9 +3,9 @@
 A slot whose payload lives only in a sealed segment (`data` and `meta` None in memory) needs
 just `ts`, size, node and tag in memory. In the list columns that is six 8-byte pointers per
 record plus a 32-byte `int` for many `ts` values — 53 B per record measured, the whole of a
-server's memory at tens of millions of records. Here it is 8 + 4 + 1 + 1 bytes (labels are
-codes into one table per topic, 0 for None, one byte each while the topic has at most 255
-distinct labels), and recovery fills it straight from a
+server's memory at tens of millions of records. Here it is 4 + 4 + 1 + 1 bytes: `ts` as
+an offset within its block (`TsColumn`), labels as codes into one table per topic (0 for
+None; one byte each while the topic has at most 255 distinct labels), and recovery fills it straight from a
 segment's decoded columns without making a Python object per record.
 
 Owner: the `TopicState` that holds it, under that topic's lock. Indices are slot indices
@@ -17,7 +17,7 @@ or by moving the lists' head here) and shrink only at their front (`drop_prefix`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -30,12 +30,108 @@ CodedLabels = tuple[list[str], Codes]
 _WIDTHS = ((0xFF, np.uint8), (0xFFFF, np.uint16), (0xFFFFFFFF, np.uint32))
 
 
+_U32 = 0xFFFFFFFF
+
+
+def _grown(old: npt.NDArray[Any], n: int, need: int) -> npt.NDArray[Any]:
+    """`old` (of which `n` are used) with room for `need`, doubling."""
+    if need <= len(old):
+        return old
+    grown = np.empty(max(need, len(old) * 2, 1024), old.dtype)
+    grown[:n] = old[:n]
+    return grown
+
+
+class TsColumn:
+    """Non-decreasing `ts` values in 4 bytes each: an offset from the first value of its
+    block of `1 << block_bits` slots (one 8-byte base per block). A block spanning more
+    than 2**32 ms (~50 days), or a value below its block's base, turns the column into
+    plain 8-byte values for good."""
+
+    __slots__ = ("_base", "_bits", "_off", "_wide", "n")
+
+    def __init__(self, block_bits: int = 12) -> None:
+        self.n = 0
+        self._bits = block_bits
+        self._off = np.empty(0, np.uint32)
+        self._base = np.empty(0, np.int64)  # base of block k at k
+        self._wide: npt.NDArray[np.int64] | None = None
+
+    def extend(self, values: npt.NDArray[np.int64]) -> None:
+        a, b = self.n, self.n + len(values)
+        if self._wide is not None:
+            self._wide = _grown(self._wide, a, b)
+            self._wide[a:b] = values
+            self.n = b
+            return
+        bits = self._bits
+        blocks = ((b - 1) >> bits) + 1 if b else 0
+        if blocks > len(self._base):  # new blocks start at their first slot's value
+            starts = np.arange(len(self._base), blocks, dtype=np.int64) << bits
+            self._base = np.concatenate((self._base, values[starts - a]))
+        off = values - self._base[np.arange(a, b) >> bits]
+        if len(off) and (off.min() < 0 or off.max() > _U32):
+            wide = np.empty(b, np.int64)
+            wide[:a] = self.values(0, a)
+            wide[a:] = values
+            self._wide, self._off, self._base = wide, self._off[:0], self._base[:0]
+            self.n = b
+            return
+        self._off = _grown(self._off, a, b)
+        self._off[a:b] = off
+        self.n = b
+
+    def at(self, i: int) -> int:
+        if self._wide is not None:
+            return int(self._wide[i])
+        return int(self._base[i >> self._bits]) + int(self._off[i])
+
+    def values(self, a: int, b: int) -> npt.NDArray[np.int64]:
+        if self._wide is not None:
+            return self._wide[a:b].copy()
+        base = self._base[np.arange(a, b) >> self._bits]
+        return cast("npt.NDArray[np.int64]", base + self._off[a:b])
+
+    def search(self, value: int, a: int, b: int, right: bool) -> int:
+        """`bisect_left` (`bisect_right` with `right`) of `value` over `[a, b)`: a search
+        over the blocks' bases, then within one block."""
+        side: Any = "right" if right else "left"
+        if self._wide is not None or a >= b:
+            return a + int(
+                np.searchsorted(self._wide[a:b] if self._wide is not None else [], value, side)
+            )
+        bits = self._bits
+        first, last = a >> bits, (b - 1) >> bits
+        # the first block whose base is past `value`: the answer is in the block before it
+        k = first + int(np.searchsorted(self._base[first : last + 1], value, side))
+        if k == first:
+            return a
+        lo, hi = max((k - 1) << bits, a), min(k << bits, b)
+        return lo + int(np.searchsorted(self.values(lo, hi), value, side))
+
+    def drop_prefix(self, k: int) -> None:
+        rest = self.values(k, self.n)
+        self.n = 0
+        if self._wide is not None:
+            self._wide = rest
+            self.n = len(rest)
+            return
+        self._off, self._base = self._off[:0].copy(), self._base[:0].copy()
+        self.extend(rest)
+
+    @property
+    def nbytes(self) -> int:
+        if self._wide is not None:
+            return int(self._wide.nbytes)
+        return int(self._off.nbytes + self._base.nbytes)
+
+
 class FrozenSlots:
     __slots__ = ("_code", "_labels", "_node", "_size", "_table", "_tag", "_ts", "n")
 
-    def __init__(self) -> None:
+    def __init__(self, ts_block_bits: int = 12) -> None:
         self.n = 0
-        self._ts = np.empty(0, np.int64)
+        self._ts = TsColumn(ts_block_bits)
         self._size = np.empty(0, np.uint32)
         self._node: Codes = np.empty(0, np.uint8)
         self._tag: Codes = np.empty(0, np.uint8)
@@ -49,7 +145,7 @@ class FrozenSlots:
         k = len(node)
         self._reserve(k)
         a, b = self.n, self.n + k
-        self._ts[a:b] = ts
+        self._ts.extend(np.asarray(ts, np.int64))
         self._size[a:b] = size
         self._node[a:b] = node
         self._tag[a:b] = tag
@@ -106,16 +202,8 @@ class FrozenSlots:
         return c
 
     def _reserve(self, k: int) -> None:
-        need = self.n + k
-        cap = len(self._ts)
-        if need <= cap:
-            return
-        cap = max(need, cap * 2, 1024)
-        for name in ("_ts", "_size", "_node", "_tag"):
-            old = getattr(self, name)
-            grown = np.empty(cap, old.dtype)
-            grown[: self.n] = old[: self.n]
-            setattr(self, name, grown)
+        for name in ("_size", "_node", "_tag"):
+            setattr(self, name, _grown(getattr(self, name), self.n, self.n + k))
 
     def drop_prefix(self, k: int) -> None:
         """Forget the first `k` slots (the topic's index compaction)."""
@@ -123,13 +211,14 @@ class FrozenSlots:
         if k <= 0:
             return
         keep = self.n - k
-        for name in ("_ts", "_size", "_node", "_tag"):
+        self._ts.drop_prefix(k)
+        for name in ("_size", "_node", "_tag"):
             setattr(self, name, getattr(self, name)[k : self.n].copy())
         self.n = keep
 
     # ---- reads ---------------------------------------------------------------------------
     def ts_at(self, i: int) -> int:
-        return int(self._ts[i])
+        return self._ts.at(i)
 
     def size_at(self, i: int) -> int:
         return int(self._size[i])
@@ -141,7 +230,7 @@ class FrozenSlots:
         return self._labels[int(self._tag[i])]
 
     def ts_list(self, a: int, b: int) -> list[int]:
-        return self._ts[a:b].tolist()  # type: ignore[no-any-return]
+        return self._ts.values(a, b).tolist()  # type: ignore[no-any-return]
 
     def size_list(self, a: int, b: int) -> list[int]:
         return self._size[a:b].tolist()  # type: ignore[no-any-return]
@@ -177,8 +266,7 @@ class FrozenSlots:
     def ts_search(self, value: int, a: int, b: int, right: bool = False) -> int:
         """`bisect_left` (`bisect_right` with `right`) over the `ts` of `[a, b)`, which never
         decrease with the slot."""
-        found = np.searchsorted(self._ts[a:b], value, "right" if right else "left")
-        return a + int(found)
+        return self._ts.search(value, a, b, right)
 
     def byte_cut(self, a: int, b: int, excess: int) -> int:
         """`watermarks.byte_cap_cut` over the sizes of `[a, b)`: the index after the slots
@@ -198,4 +286,5 @@ class FrozenSlots:
 
     @property
     def nbytes(self) -> int:
-        return sum(getattr(self, x).nbytes for x in ("_ts", "_size", "_node", "_tag"))
+        rest = (self._size, self._node, self._tag)
+        return self._ts.nbytes + sum(int(x.nbytes) for x in rest)
