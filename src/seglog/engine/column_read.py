@@ -102,7 +102,9 @@ def select_slots(
     base = t.origin + at + first
     data = _pick(data_col, first, rows, contiguous)
     cols = RecordColumns(
-        [base + r for r in rows],
+        list(range(base + rows[0], base + rows[-1] + 1))
+        if contiguous
+        else [base + r for r in rows],
         _pick(ts_col, first, rows, contiguous),
         _pick(node_col, first, rows, contiguous),
         _pick(tag_col, first, rows, contiguous),
@@ -123,7 +125,8 @@ def fill_columns(
     """Put the payloads of the rows `missing` lists (ascending) in place from their sealed
     segments, one verified run per segment. Returns how many came from the cold tier."""
     data, meta = cols.data, cols.meta
-    seqs = [cols.seq[row] for row in missing]
+    # (`missing` is every row of a page of sealed records, ascending from 0)
+    seqs = cols.seq if len(missing) == len(cols.seq) else [cols.seq[row] for row in missing]
     cold = 0
     for pin, start, end in runs_by_segment(seqs, pins):
         lo = seqs[start]

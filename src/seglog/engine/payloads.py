@@ -4,6 +4,7 @@ change (only delete flags, outside the checksum), so no lock is needed to read t
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
 from seglog.core.payload_blob import decode_blob
@@ -21,8 +22,7 @@ def runs_by_segment(
     n = len(seqs)
     for pin in pins:
         start = j
-        while j < n and seqs[j] <= pin.info.last_seq:
-            j += 1
+        j = bisect_right(seqs, pin.info.last_seq, j)
         if j == start:
             continue
         if seqs[start] < pin.info.first_seq:
