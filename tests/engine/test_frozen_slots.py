@@ -115,6 +115,7 @@ def observe(t: TopicState, clock: _Clock) -> dict[str, Any]:
     return {
         "state": (t.origin, t.front, t.head, t.count, t.bytes, t.floors(), bytes(t.dead)),
         "columns": t.columns(0, n),
+        "picked": t.pick_columns(list(range(t.front, n, 3))),
         "reads": reads,
         "tags": {k: list(v) for k, v in t.tags.items()},
         "matches": [t.tag_matches(s, t.head + 1) for s in SELECTORS],
@@ -164,6 +165,31 @@ def test_payload_drops_move_the_prefix_and_only_it() -> None:
     assert t.slot(2) == (5, None, None, None, "k") and t.slot(7)[1] == b"6"
     t.kill(2)
     assert t.count == 9 and t.size_sum(0, 10) == 9
+
+
+def test_the_label_table_forgets_labels_no_slot_uses() -> None:
+    """Unique tags (an order id per record) on a capped topic: the table follows the
+    slots, not every tag ever frozen, and codes narrow again."""
+    t = TopicState("t", 1, TopicConfig(cap_records=1_000))
+    seq = 0
+    for ts in range(200):
+        t.publish_batch(t.head + 1, ts, [RecordIn.of(1, tag=f"o{seq + k}") for k in range(1_000)])
+        seq += 1_000
+        t.apply_record_cap()
+        t.drop_payloads(0, t.slot_count)
+    assert t.count == 1_000 and t.frozen.n < 10_000
+    assert len(t.frozen._labels) <= t.frozen.n + 1
+    assert t.tag_matches(Selector("Eq", f"o{seq - 1}"), t.head + 1) == [t.head]
+    assert [t.slot(s)[4] for s in (t.head - 1, t.head)] == [f"o{seq - 2}", f"o{seq - 1}"]
+
+
+def test_a_wide_ts_column_narrows_once_its_wide_block_is_dropped() -> None:
+    col = TsColumn(2)
+    col.extend(np.array([0, 0, 1 << 40, 1 << 40, (1 << 40) + 5], np.int64))  # block 0 spans 2**40
+    assert col.wide
+    col.drop_prefix(2)
+    assert col.values(0, 3).tolist() == [1 << 40, 1 << 40, (1 << 40) + 5]
+    assert not col.wide and col.search(1 << 40, 0, 3, right=True) == 2
 
 
 def test_label_codes_widen_as_the_table_grows() -> None:

@@ -11,10 +11,7 @@ test of the Arrow diff for the fast path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import itemgetter
-from typing import TypeVar
 
 import numpy as np
 
@@ -23,8 +20,6 @@ from seglog.engine.payloads import runs_by_segment
 from seglog.engine.topic import MAX_SLOTS_EXAMINED, TopicState
 from seglog.model import Record, RecordColumns, Tombstone
 from seglog.storage.segment import PinnedSegment, SegmentStore
-
-T = TypeVar("T")
 
 
 @dataclass(slots=True)
@@ -44,17 +39,6 @@ class SlotSelection:
             return 0, 0
         seqs = self.columns.seq
         return seqs[self.missing[0]], seqs[self.missing[-1]]
-
-
-def _pick(column: list[T], first: int, rows: Sequence[int], contiguous: bool) -> list[T]:
-    """`[column[first + r] for r in rows]` at C speed."""
-    if not rows:
-        return []
-    if contiguous:
-        return column[first + rows[0] : first + rows[-1] + 1]
-    if len(rows) == 1:
-        return [column[first + rows[0]]]
-    return list(itemgetter(*[first + r for r in rows])(column))
 
 
 def select_slots(
@@ -77,13 +61,12 @@ def select_slots(
     full = len(live) >= limit
     rows: list[int] = live[:limit].tolist()
     contiguous = bool(rows) and rows[-1] - rows[0] + 1 == len(rows)
-    # The columns of the slots from the first row to the last (`at` is the first's slot).
-    at = first + rows[0] if rows else first
-    ts_col, node_col, tag_col, data_col, meta_col, size_col = t.columns(
-        at, first + rows[-1] + 1 if rows else first
-    )
-    first -= at  # rows are offsets from `first` within those columns from here
-    sizes = _pick(size_col, first, rows, contiguous)
+    # The columns of exactly the picked rows (row k of each is `rows[k]`).
+    if contiguous:
+        picked = t.columns(first + rows[0], first + rows[-1] + 1)
+    else:
+        picked = t.pick_columns([first + r for r in rows])
+    ts_col, node_col, tag_col, data, meta_col, sizes = picked
     take = len(rows)
     broke_at: int | None = None
     if take > 1:
@@ -92,6 +75,8 @@ def select_slots(
             take = max(fits, 1)
             broke_at = rows[take]
             rows = rows[:take]
+            ts_col, node_col, tag_col = ts_col[:take], node_col[:take], tag_col[:take]
+            data, meta_col = data[:take], meta_col[:take]
     if broke_at is not None:  # the record that did not fit was examined, not consumed
         scanned = below + broke_at
     elif full and rows:
@@ -99,17 +84,16 @@ def select_slots(
     else:
         scanned = width
     nxt = pos + scanned
-    base = t.origin + at + first
-    data = _pick(data_col, first, rows, contiguous)
+    base = t.origin + first
     cols = RecordColumns(
         list(range(base + rows[0], base + rows[-1] + 1))
         if contiguous
         else [base + r for r in rows],
-        _pick(ts_col, first, rows, contiguous),
-        _pick(node_col, first, rows, contiguous),
-        _pick(tag_col, first, rows, contiguous),
+        ts_col,
+        node_col,
+        tag_col,
         data,  # type: ignore[arg-type]  # the Nones are filled by `fill_columns`
-        _pick(meta_col, first, rows, contiguous),
+        meta_col,
     )
     absent = data.count(None)
     if absent == len(data):  # a page of sealed records only

@@ -33,6 +33,11 @@ _WIDTHS = ((0xFF, np.uint8), (0xFFFF, np.uint16), (0xFFFFFFFF, np.uint32))
 _U32 = 0xFFFFFFFF
 
 
+def _width(largest: int) -> type[np.unsignedinteger]:
+    """The narrowest code type that holds `largest`."""
+    return next(t for limit, t in _WIDTHS if largest <= limit)  # type: ignore[no-any-return]
+
+
 def _grown(old: npt.NDArray[Any], n: int, need: int) -> npt.NDArray[Any]:
     """`old` (of which `n` are used) with room for `need`, doubling."""
     if need <= len(old):
@@ -109,15 +114,25 @@ class TsColumn:
         lo, hi = max((k - 1) << bits, a), min(k << bits, b)
         return lo + int(np.searchsorted(self.values(lo, hi), value, side))
 
+    def take(self, at: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+        """The values at the slots `at`."""
+        if self._wide is not None:
+            return self._wide[at]
+        return cast("npt.NDArray[np.int64]", self._base[at >> self._bits] + self._off[at])
+
     def drop_prefix(self, k: int) -> None:
+        """Forget the first `k` values; the rest are encoded afresh (their blocks move), in
+        4 bytes each again if they now fit."""
         rest = self.values(k, self.n)
         self.n = 0
-        if self._wide is not None:
-            self._wide = rest
-            self.n = len(rest)
-            return
-        self._off, self._base = self._off[:0].copy(), self._base[:0].copy()
+        self._wide = None
+        self._off, self._base = np.empty(0, np.uint32), np.empty(0, np.int64)
         self.extend(rest)
+
+    @property
+    def wide(self) -> bool:
+        """Whether the values are held in 8 bytes each."""
+        return self._wide is not None
 
     @property
     def nbytes(self) -> int:
@@ -126,8 +141,11 @@ class TsColumn:
         return int(self._off.nbytes + self._base.nbytes)
 
 
+_TRIM_LABELS = 256  # a table this large is trimmed to the labels in use when it halves
+
+
 class FrozenSlots:
-    __slots__ = ("_code", "_labels", "_node", "_size", "_table", "_tag", "_ts", "n")
+    __slots__ = ("_code", "_labels", "_node", "_size", "_table", "_table_n", "_tag", "_ts", "n")
 
     def __init__(self, ts_block_bits: int = 12) -> None:
         self.n = 0
@@ -137,7 +155,9 @@ class FrozenSlots:
         self._tag: Codes = np.empty(0, np.uint8)
         self._labels: list[str | None] = [None]
         self._code: dict[str | None, int] = {None: 0}
-        self._table: npt.NDArray[np.object_] | None = None  # `_labels` as an array, cached
+        # `_labels[:_table_n]` as an array (with room to grow), for decoding codes
+        self._table: npt.NDArray[np.object_] | None = None
+        self._table_n = 0
 
     # ---- growth ---------------------------------------------------------------------------
     def extend(self, ts: npt.ArrayLike, size: npt.ArrayLike, node: Codes, tag: Codes) -> None:
@@ -194,9 +214,8 @@ class FrozenSlots:
         c = len(self._labels)
         self._labels.append(label)
         self._code[label] = c
-        self._table = None
         if c > np.iinfo(self._node.dtype).max:
-            wide = next(t for limit, t in _WIDTHS if c <= limit)
+            wide = _width(c)
             self._node = self._node.astype(wide)
             self._tag = self._tag.astype(wide)
         return c
@@ -215,6 +234,24 @@ class FrozenSlots:
         for name in ("_size", "_node", "_tag"):
             setattr(self, name, getattr(self, name)[k : self.n].copy())
         self.n = keep
+        if len(self._labels) > _TRIM_LABELS:
+            self._trim_labels()
+
+    def _trim_labels(self) -> None:
+        """Forget the labels no slot uses any more, when that is most of them (a topic
+        whose tags are unique per record must not keep every tag it ever had)."""
+        used = np.unique(np.concatenate((self._node[: self.n], self._tag[: self.n])))
+        used = used[used != 0]
+        if 2 * (len(used) + 1) > len(self._labels):
+            return
+        mapping = np.zeros(len(self._labels), np.uint32)
+        mapping[used] = np.arange(1, len(used) + 1, dtype=np.uint32)
+        width = _width(len(used))
+        self._node = mapping[self._node[: self.n]].astype(width)
+        self._tag = mapping[self._tag[: self.n]].astype(width)
+        self._labels = [None, *(self._labels[c] for c in used.tolist())]
+        self._code = {x: c for c, x in enumerate(self._labels)}
+        self._table, self._table_n = None, 0
 
     # ---- reads ---------------------------------------------------------------------------
     def ts_at(self, i: int) -> int:
@@ -242,13 +279,32 @@ class FrozenSlots:
         return self._decode(self._tag[a:b])
 
     def _decode(self, codes: Codes) -> list[str | None]:
-        if len(self._labels) == 1:
+        n = len(self._labels)
+        if n == 1:
             return [None] * len(codes)
-        table = self._table
-        if table is None:
-            table = self._table = np.empty(len(self._labels), object)
-            table[:] = self._labels
+        table, filled = self._table, self._table_n
+        if filled < n:
+            # Extended in place (doubling) by the labels added since: a topic adding new
+            # labels at every seal must not rebuild the whole table each time.
+            if table is None or len(table) < n:
+                grown = np.empty(max(2 * n, 64), object)
+                grown[:filled] = self._labels[:filled]
+                table = self._table = grown
+            table[filled:n] = self._labels[filled:n]
+            self._table_n = n
+        assert table is not None
         return table[codes].tolist()  # type: ignore[no-any-return]
+
+    def pick(
+        self, at: npt.NDArray[np.intp]
+    ) -> tuple[list[int], list[str | None], list[str | None], list[int]]:
+        """`ts`, node, tag and size of the slots `at`."""
+        return (
+            self._ts.take(at).tolist(),
+            self._decode(self._node[at]),
+            self._decode(self._tag[at]),
+            self._size[at].tolist(),
+        )
 
     def sizes(self, a: int, b: int) -> npt.NDArray[np.uint32]:
         """A read-only view of the sizes of `[a, b)`."""

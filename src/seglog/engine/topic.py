@@ -661,7 +661,20 @@ class TopicState:
             self._compact()
 
     def _pop_frozen(self, a: int, b: int) -> int:
-        """`pop_front` over the frozen slots `[a, b)`, with numpy."""
+        """`pop_front` over the frozen slots `[a, b)`, with numpy when they are many (a
+        capped topic pops one or a few at a time)."""
+        if b - a < 64:
+            fr, dead = self.frozen, self.dead
+            for i in range(a, b):
+                if not dead[i]:
+                    self.count -= 1
+                    self.bytes -= fr.size_at(i)
+                    tag = fr.tag_at(i) if self._tags is not None else None
+                    if tag is not None:
+                        self._tag_remove(tag, self.origin + i)
+                    fr.zero_size(i)
+                    dead[i] = 1
+            return b
         rows = np.flatnonzero(np.frombuffer(bytes(self.dead[a:b]), np.uint8) == 0)
         if len(rows):
             self.count -= len(rows)
@@ -807,6 +820,32 @@ class TopicState:
             fr.size_list(a, mid) + self._size[:y],
         )
 
+    def pick_columns(self, slots: list[int]) -> tuple[
+        list[int], list[str | None], list[str | None], list[builtins.bytes | None],
+        list[builtins.bytes | None], list[int],
+    ]:  # fmt: skip
+        """`columns`, but of the (ascending, in range) `slots` only: a sparse page touches
+        only its rows."""
+        f = self.frozen.n
+        k = bisect_left(slots, f)
+        ts: list[int] = []
+        node: list[str | None] = []
+        tag: list[str | None] = []
+        size: list[int] = []
+        data: list[builtins.bytes | None] = [None] * k
+        meta: list[builtins.bytes | None] = [None] * k
+        if k:
+            ts, node, tag, size = self.frozen.pick(np.array(slots[:k], np.intp))
+        if k < len(slots):
+            at = [i - f for i in slots[k:]]
+            ts += [self._ts[j] for j in at]
+            node += [self._node[j] for j in at]
+            tag += [self._tag[j] for j in at]
+            data += [self._data[j] for j in at]
+            meta += [self._meta[j] for j in at]
+            size += [self._size[j] for j in at]
+        return ts, node, tag, data, meta, size
+
     def _ts_at(self, i: int) -> int:
         j = i - self.frozen.n
         return self.frozen.ts_at(i) if j < 0 else self._ts[j]
@@ -838,6 +877,8 @@ class TopicState:
                                       str | None, str | None]:  # fmt: skip
         """`(ts, data, meta, node, tag)` of `seq`'s slot (data None: in a sealed segment)."""
         i = seq - self.origin
+        if not 0 <= i < len(self.dead):
+            raise IndexError(f"seq {seq} has no slot in {self.name!r}")
         j = i - self.frozen.n
         if j < 0:
             fr = self.frozen
