@@ -304,16 +304,15 @@ def layout_labels(data: bytes, lay: SegmentLayout) -> tuple[list[str | None], li
     `SegmentCorruption` if one is not. Equal labels are one `str` object: a segment holds
     a few distinct labels many times over, and decoding each once is both faster and a
     few dozen bytes per record less in the in-memory index."""
-    try:
-        return (
-            _labels(data, lay.has_node, lay.node_at, lay.node_len),
-            _labels(data, lay.has_tag, lay.tag_at, lay.tag_len),
-        )
-    except UnicodeDecodeError:
-        list(iter_frames(data, lay.first_seq))
-        raise SegmentCorruption(
-            f"segment corruption: node/tag not UTF-8 from seq {lay.first_seq}"
-        ) from None
+    node, tag = layout_coded_labels(data, lay)
+    return decoded_labels(node), decoded_labels(tag)
+
+
+def decoded_labels(coded: tuple[list[str], npt.NDArray[np.uint32]]) -> list[str | None]:
+    """A coded label column (`layout_coded_labels`) as a list, each label one object."""
+    table = np.empty(len(coded[0]) + 1, object)
+    table[1:] = coded[0]
+    return table[coded[1]].tolist()  # type: ignore[no-any-return]
 
 
 _SHORT_LABEL = 64  # longest label whose bytes are compared as one numpy row
@@ -354,27 +353,6 @@ def _coded(
     texts, inverse = _distinct(data, starts, widths)
     codes[rows] = inverse + 1
     return texts.tolist(), codes
-
-
-def _labels(data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints) -> list[str | None]:
-    n = len(present)
-    rows = np.flatnonzero(present)
-    if not len(rows):
-        return [None] * n
-    starts, widths = at[rows], width[rows]
-    longest = int(widths.max())
-    if longest > _SHORT_LABEL:  # rare: decode one by one
-        out: list[str | None] = [None] * n
-        for i, a, w in zip(rows.tolist(), starts.tolist(), widths.tolist(), strict=True):
-            out[i] = data[a : a + w].decode()
-        return out
-    texts, inverse = _distinct(data, starts, widths)
-    values = texts[inverse]
-    if len(rows) == n:
-        return values.tolist()  # type: ignore[no-any-return]
-    column = np.full(n, None, object)
-    column[rows] = values
-    return column.tolist()  # type: ignore[no-any-return]
 
 
 def _distinct(

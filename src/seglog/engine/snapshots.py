@@ -21,7 +21,7 @@ import numpy.typing as npt
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
-from seglog.core.segment_run import shared_ints
+from seglog.core.segment_run import decoded_labels, shared_ints
 from seglog.engine.frozen_slots import CodedLabels
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
@@ -282,7 +282,7 @@ def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) ->
     if frozen:
         node, tag = t.frozen.recode(rows.node), t.frozen.recode(rows.tag)
     else:
-        node_table, tag_table = _label_table(rows.node), _label_table(rows.tag)
+        nodes, tags = decoded_labels(rows.node), decoded_labels(rows.tag)
     for a, b in zip(edges[::2], edges[1::2], strict=True):
         first = ref.first + a
         i, j = shift + a, shift + b
@@ -294,16 +294,9 @@ def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) ->
         k = b - a
         t.replay_rows(
             first, shared_ints(rows.ts[i:j]), [None] * k, [None] * k,
-            node_table[rows.node[1][i:j]].tolist(), tag_table[rows.tag[1][i:j]].tolist(),
+            nodes[i:j], tags[i:j],
             rows.size[i:j].tolist(),
         )  # fmt: skip
-
-
-def _label_table(coded: CodedLabels) -> npt.NDArray[np.object_]:
-    """A coded label column's table as an array that a take of its codes decodes."""
-    table = np.empty(len(coded[0]) + 1, object)
-    table[1:] = coded[0]
-    return table
 
 
 def check_missing(

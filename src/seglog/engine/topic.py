@@ -9,9 +9,9 @@ are popped but not yet compacted away). A slot is *dead* when it was deleted, is
 (failed write, reservation padding) or was popped; dead slots keep their position so
 `seq → slot` stays O(1). Payloads of records materialized in sealed segments may be dropped
 from memory and are read back through `TopicSegments`; the oldest slots without payloads
-then leave the parallel list columns for numpy ones (`FrozenSlots`, ~16 bytes a record
-instead of ~53), so the lists hold only the newest slots: `dead` covers every slot, the
-lists the slots from `frozen.n` on.
+then leave the parallel list columns for numpy ones (`FrozenSlots`: 11 bytes a record with
+its dead flag, against ~50 in the lists), so the lists hold only the newest slots: `dead`
+covers every slot, the lists the slots from `frozen.n` on.
 """
 
 from __future__ import annotations
