@@ -5,8 +5,8 @@ just `ts`, size, node and tag in memory. In the list columns that is six 8-byte 
 record plus a 32-byte `int` for many `ts` values — 53 B per record measured, the whole of a
 server's memory at tens of millions of records. Here it is 4 + 4 + 1 + 1 bytes: `ts` as
 an offset within its block (`TsColumn`), labels as codes into one table per topic (0 for
-None; one byte each while the topic has at most 255 distinct labels), and recovery fills it straight from a
-segment's decoded columns without making a Python object per record.
+None; one byte each while the topic has at most 255 distinct labels). Recovery fills it
+straight from a segment's decoded columns without making a Python object per record.
 
 Owner: the `TopicState` that holds it, under that topic's lock. Indices are slot indices
 (`seq - origin`); the frozen slots are always a prefix `[0, n)` of the topic's slots, so
@@ -28,8 +28,6 @@ CodedLabels = tuple[list[str], Codes]
 
 # Codes are as narrow as the table allows, widening as it grows past each limit.
 _WIDTHS = ((0xFF, np.uint8), (0xFFFF, np.uint16), (0xFFFFFFFF, np.uint32))
-
-
 _U32 = 0xFFFFFFFF
 
 
@@ -51,7 +49,7 @@ class TsColumn:
     """Non-decreasing `ts` values in 4 bytes each: an offset from the first value of its
     block of `1 << block_bits` slots (one 8-byte base per block). A block spanning more
     than 2**32 ms (~50 days), or a value below its block's base, turns the column into
-    plain 8-byte values for good."""
+    plain 8-byte values until a prefix drop re-encodes what is left."""
 
     __slots__ = ("_base", "_bits", "_off", "_wide", "n")
 

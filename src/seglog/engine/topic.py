@@ -21,7 +21,7 @@ import itertools
 import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -247,13 +247,7 @@ class TopicState:
                 for i, m in enumerate(meta):
                     if m is not None:
                         sizes[i] += len(m)
-        self._ts.extend(ts)
-        self._data.extend(data)
-        self._meta.extend(meta)
-        self._node.extend(node)
-        self._tag.extend(tag)
-        self._size.extend(sizes)
-        self.dead.extend(bytes(n))
+        self._extend(ts, data, meta, node, tag, sizes, bytes(n))
         last = first_seq + n - 1
         self.head = self.reserved = last
         self.count += n
@@ -299,6 +293,25 @@ class TopicState:
             self._tags = None  # rebuilt on the next tag query
             self._tag_keys = None
 
+    def _extend(
+        self,
+        ts: Sequence[int],
+        data: Sequence[builtins.bytes | None],
+        meta: Sequence[builtins.bytes | None],
+        node: Sequence[str | None],
+        tag: Sequence[str | None],
+        size: Sequence[int],
+        dead: builtins.bytes,
+    ) -> None:
+        """Append slots to the list columns (and their dead flags)."""
+        self._ts.extend(ts)
+        self._data.extend(data)
+        self._meta.extend(meta)
+        self._node.extend(node)
+        self._tag.extend(tag)
+        self._size.extend(size)
+        self.dead.extend(dead)
+
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it fills the slot columns a whole
         column at a time (`append_slot` per record is several times slower)."""
@@ -311,18 +324,12 @@ class TopicState:
             sizes = list(map(len, data))
         else:
             sizes = [len(d) + (0 if m is None else len(m)) for d, m in zip(data, meta, strict=True)]
-        self._ts.extend([ts] * n)
-        self._data.extend(data)
-        self._meta.extend(meta)
-        self._node.extend([r.node for r in records])
-        self._tag.extend(tags)
-        self._size.extend(sizes)
+        self._extend([ts] * n, data, meta, [r.node for r in records], tags, sizes, bytes(n))
         if self._tags is not None and tags.count(None) != n:
             add = self._tag_add
             for seq, tag in enumerate(tags, first_seq):
                 if tag is not None:
                     add(tag, seq)
-        self.dead.extend(bytes(n))
         self.head = first_seq + n - 1
         if self.reserved < self.head:
             self.reserved = self.head
@@ -335,13 +342,7 @@ class TopicState:
         n = upto - self.head
         if n <= 0:
             return
-        self._ts.extend([ts] * n)
-        self._data.extend([None] * n)
-        self._meta.extend([None] * n)
-        self._node.extend([None] * n)
-        self._tag.extend([None] * n)
-        self._size.extend([0] * n)
-        self.dead.extend(b"\x01" * n)
+        self._extend([ts] * n, [None] * n, [None] * n, [None] * n, [None] * n, [0] * n, b"\x01" * n)
         self.head = upto
         if self.reserved < upto:
             self.reserved = upto
