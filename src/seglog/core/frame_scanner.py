@@ -5,7 +5,9 @@ logical end of a WAL file (torn tail, preallocated zeros, garbage).
 
 Validity is decided in exactly one place, `_scan_chunk`, which every reader shares
 (`iter_raw` for recovery's hot loop, `FrameScanner`/`scan_frames` for `WalFrame`s), so
-the writer-side tests and recovery can never disagree about where a log ends.
+the writer-side tests and recovery can never disagree about where a log ends. It runs in C
+when the speedups are built; `_scan_chunk_py` is its definition, and
+`tests/core/test_native.py` holds the two equal.
 
 Section bytes whose flag is clear (e.g. `node_len > 0` without has_node) are covered by
 the checksum and the length sum, so the frame is valid per §3.1; the section is ignored
@@ -31,6 +33,7 @@ from seglog.core.frames import (
     FrameType,
     WalFrame,
 )
+from seglog.core.native import speedups
 
 _MIN_FRAMED = 4 + MIN_FRAME_LEN  # the smallest valid frame, length field included
 _U64 = struct.Struct("<Q")
@@ -89,11 +92,12 @@ def _body_ok(ftype: int, data: bytes) -> bool:
     return True
 
 
-def _scan_chunk(
+def _scan_chunk_py(
     src: _Sliceable, mv: memoryview, off: int, limit: int, collect: bool = True
 ) -> tuple[list[RawFrame], int, bool]:
     """Up to `limit` valid frames from `off`: `(frames, next offset, hit the logical end)`;
-    with `collect=False` only validates (the list stays empty).
+    with `collect=False` only validates (the list stays empty). The definition of
+    `speedups.scan_wal_chunk`, which does the same in C.
 
     `src` and `mv` view the same bytes: slicing `src` (bytes or mmap) yields the `bytes`
     we keep in one allocation, while hashing through `mv` avoids copying the frame.
@@ -141,6 +145,23 @@ def _scan_chunk(
             append((end, ftype, flags, topic_id, seq, ts, node, tag, data))
         off = end
     return out, off, False
+
+
+_KNOWN_TYPES = bytes(1 if i in _FRAME_TYPES else 0 for i in range(256))
+
+
+def _scan_chunk_c(
+    src: _Sliceable, _mv: memoryview, off: int, limit: int, collect: bool = True
+) -> tuple[list[RawFrame], int, bool]:
+    assert speedups is not None
+    frames: list[RawFrame]
+    frames, end, stopped = speedups.scan_wal_chunk(
+        src, off, limit, collect, _KNOWN_TYPES, int(FrameType.APPEND), _body_ok
+    )
+    return frames, end, stopped
+
+
+_scan_chunk = _scan_chunk_py if speedups is None else _scan_chunk_c
 
 
 def _as_sliceable(buf: Buffer) -> _Sliceable:

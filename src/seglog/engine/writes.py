@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from seglog.core.append_frames import encode_appends
 from seglog.core.frame_bodies import HeadWatermarkBody
-from seglog.core.frames import FrameType, encode_append, encode_control
-from seglog.core.payload_blob import encode_blob
+from seglog.core.frames import FrameType, encode_control
 from seglog.engine.ops import OpKind, PendingOp, Submit
 from seglog.engine.topic import DedupeEntry, TopicState
 from seglog.errors import ErrorCode, SeglogError, throttled
@@ -159,11 +159,7 @@ def submit_append(
             frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True, more=True))
             durable = True
         # Every frame but the last says `more`: replay applies the write whole or not at all.
-        seq = first
-        for r in records:
-            blob = encode_blob(r.data_json, r.meta_json)
-            frames.append(encode_append(tid, seq, ts, r.node, r.tag, blob, durable, seq != last))
-            seq += 1
+        encode_appends(tid, first, ts, records, durable, frames)
         commit = submit(tid, frames, durable)
         if (
             cls is Durability.DISK

@@ -1,0 +1,516 @@
+/* seglog._speedups: the per-frame loops a profile proved to bound recovery and sealed reads.
+ *
+ * Each function here has a pure-Python twin that defines it (named in its docstring), and
+ * `tests/core/test_native.py` holds the two equal on random and corrupted input. The module
+ * is optional: setup.py builds it when a C compiler is present, `seglog.core.native` falls
+ * back to the Python twins when it is absent or SEGLOG_PURE_PYTHON is set.
+ *
+ * XXH3-64 comes from the vendored single-header xxHash 0.8.4 (native/xxhash, BSD-2), the
+ * same algorithm (seed 0) as the `xxhash` package every other checksum here goes through.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include "xxhash.h"
+
+/* Little-endian loads whatever the host's byte order (the compiler makes them one move). */
+static inline uint16_t le16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static inline uint32_t le32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint64_t le64(const unsigned char *p) {
+    return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32);
+}
+
+/* ---- xxh3_slices ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(xxh3_slices_doc,
+"xxh3_slices(buf, starts, stops, out) -> None\n\n"
+"XXH3-64 (seed 0) of buf[starts[i]:stops[i]] into out[i]. starts and stops are buffers of\n"
+"native int64, out a writable buffer of native uint64, all of one length. Raises\n"
+"ValueError, hashing nothing, if any slice is out of buf's bounds or reversed.\n"
+"Python twin: seglog.core.native.xxh3_slices_py.");
+
+static PyObject *xxh3_slices(PyObject *self, PyObject *args) {
+    Py_buffer buf, starts, stops, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &buf, &starts, &stops, &out)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len % 8 || stops.len != starts.len || out.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "starts, stops and out must be 8-byte columns of one length");
+        goto done;
+    }
+    const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)buf.len) {
+            PyErr_Format(PyExc_ValueError, "slice %zd [%lld:%lld] is outside a buffer of %zd bytes",
+                         i, (long long)a[i], (long long)b[i], buf.len);
+            goto done;
+        }
+    }
+    {
+        const unsigned char *base = (const unsigned char *)buf.buf;
+        uint64_t *sums = (uint64_t *)out.buf;
+        /* Readers on two threads (the segment reader's `read_many`) hash in parallel. */
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) sums[i] = XXH3_64bits(base + a[i], (size_t)(b[i] - a[i]));
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&stops);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+/* ---- scan_wal_chunk ---------------------------------------------------------------- */
+
+enum { HEADER_SIZE = 38, MIN_FRAME_LEN = 42, MIN_FRAMED = 46, FLAG_TAG = 1, FLAG_NODE = 2 };
+
+PyDoc_STRVAR(scan_wal_chunk_doc,
+"scan_wal_chunk(src, off, limit, collect, valid_types, append_type, body_ok)\n"
+"    -> (frames, next_offset, stopped)\n\n"
+"Up to `limit` valid WAL frames (STORAGE 3.1) of `src` from `off`, each as the tuple\n"
+"(end, type, flags, topic_id, seq, ts, node, tag, data); `stopped` is true at the logical\n"
+"end. `valid_types` is 256 bytes, non-zero at each known frame type; `body_ok(type, data)`\n"
+"validates every control (non-append) body. With collect false, only validates.\n"
+"Python twin: seglog.core.frame_scanner._scan_chunk_py.");
+
+static PyObject *decode_section(const unsigned char *p, Py_ssize_t n, int *bad) {
+    PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+    if (s == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        *bad = 1;
+    }
+    return s;
+}
+
+static PyObject *scan_wal_chunk(PyObject *self, PyObject *args) {
+    Py_buffer src, types;
+    Py_ssize_t off, limit;
+    int collect, append_type;
+    PyObject *body_ok;
+    if (!PyArg_ParseTuple(args, "y*nnpy*iO", &src, &off, &limit, &collect, &types, &append_type,
+                          &body_ok))
+        return NULL;
+    PyObject *out = NULL, *result = NULL;
+    int stopped = 0;
+    if (types.len != 256) {
+        PyErr_SetString(PyExc_ValueError, "valid_types must be 256 bytes");
+        goto fail;
+    }
+    if (off < 0 || off > src.len) {
+        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+        goto fail;
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto fail;
+    const unsigned char *base = (const unsigned char *)src.buf;
+    const unsigned char *known = (const unsigned char *)types.buf;
+    const int64_t size = (int64_t)src.len;
+    for (Py_ssize_t k = 0; k < limit; k++) {
+        if (size - off < MIN_FRAMED) {
+            stopped = 1;
+            break;
+        }
+        const unsigned char *h = base + off;
+        uint32_t frame_len = le32(h);
+        unsigned ftype = h[4], flags = h[5];
+        uint64_t topic_id = le64(h + 6), seq = le64(h + 14), ts = le64(h + 22);
+        uint32_t nl = le16(h + 30), tl = le16(h + 32), dl = le32(h + 34);
+        int64_t end = (int64_t)off + 4 + (int64_t)frame_len;
+        int64_t chk_at = end - 8;
+        if (frame_len < MIN_FRAME_LEN || end > size ||
+            (int64_t)nl + tl + dl != (int64_t)frame_len - MIN_FRAME_LEN || !known[ftype] ||
+            XXH3_64bits(h + 4, (size_t)(chk_at - off - 4)) != le64(base + chk_at)) {
+            stopped = 1;
+            break;
+        }
+        PyObject *node = NULL, *tag = NULL, *data = NULL;
+        int bad = 0;
+        const unsigned char *p = h + HEADER_SIZE;
+        if (flags & FLAG_NODE) {
+            node = decode_section(p, nl, &bad);
+            if (node == NULL) {
+                if (bad) { stopped = 1; break; }
+                goto fail;
+            }
+        }
+        if (flags & FLAG_TAG) {
+            tag = decode_section(p + nl, tl, &bad);
+            if (tag == NULL) {
+                Py_XDECREF(node);
+                if (bad) { stopped = 1; break; }
+                goto fail;
+            }
+        }
+        if ((int)ftype != append_type || collect) {
+            data = PyBytes_FromStringAndSize((const char *)(base + chk_at - dl), dl);
+            if (data == NULL) {
+                Py_XDECREF(node);
+                Py_XDECREF(tag);
+                goto fail;
+            }
+        }
+        if ((int)ftype != append_type) {
+            /* Control bodies are validated even when the frame is skipped. */
+            PyObject *ok = PyObject_CallFunction(body_ok, "iO", (int)ftype, data);
+            int truth = ok == NULL ? -1 : PyObject_IsTrue(ok);
+            Py_XDECREF(ok);
+            if (truth != 1) {
+                Py_XDECREF(node);
+                Py_XDECREF(tag);
+                Py_DECREF(data);
+                if (truth < 0) goto fail;
+                stopped = 1;
+                break;
+            }
+        }
+        if (collect) {
+            PyObject *t = Py_BuildValue("(LiiKKKNNN)", (long long)end, (int)ftype, (int)flags,
+                                        (unsigned long long)topic_id, (unsigned long long)seq,
+                                        (unsigned long long)ts, node ? node : Py_NewRef(Py_None),
+                                        tag ? tag : Py_NewRef(Py_None), data);
+            if (t == NULL) goto fail; /* "N" steals node, tag and data even on failure */
+            int rc = PyList_Append(out, t);
+            Py_DECREF(t);
+            if (rc < 0) goto fail;
+        } else {
+            Py_XDECREF(node);
+            Py_XDECREF(tag);
+            Py_XDECREF(data);
+        }
+        off = (Py_ssize_t)end;
+    }
+    result = Py_BuildValue("(NnO)", out, off, stopped ? Py_True : Py_False);
+    out = NULL; /* stolen by "N" */
+fail:
+    Py_XDECREF(out);
+    PyBuffer_Release(&src);
+    PyBuffer_Release(&types);
+    return result;
+}
+
+/* ---- encode_segment ---------------------------------------------------------------- */
+
+enum { SEG_HEADER = 29, SEG_TRAILER = 9, IDX_ENTRY = 20, SEG_DEL = 0xD5 };
+
+PyDoc_STRVAR(encode_segment_doc,
+"encode_segment(first_seq, ts, nodes, tags, blobs, deleted) -> (data, idx)\n\n"
+"Both files of a sealed segment (STORAGE 4.2, 4.3) for records given as equal-length\n"
+"columns, seq first_seq + i being row i. ValueError when the columns are empty or differ in\n"
+"length, or a field does not fit its width; UnicodeEncodeError for a node or tag that is\n"
+"not encodable. Python twin: seglog.core.segment_format.encode_columns_py.");
+
+static inline void put16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+
+static inline void put32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+
+static inline void put64(unsigned char *p, uint64_t v) { put32(p, (uint32_t)v); put32(p + 4, (uint32_t)(v >> 32)); }
+
+/* An unsigned 64-bit value of an integer-like object (as the struct module takes it): 0,
+ * or 1 (no exception set) when it is out of range or not an integer, -1 on other errors. */
+static int as_u64(PyObject *o, uint64_t *out) {
+    PyObject *i = PyNumber_Index(o);
+    if (i == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError)) return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(i); /* OverflowError if negative too */
+    Py_DECREF(i);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* The UTF-8 of a node or tag (None: absent). 0 ok, -1 with an exception set. */
+static int section(PyObject *o, const char **p, Py_ssize_t *n, int *present) {
+    if (o == Py_None) {
+        *p = ""; *n = 0; *present = 0;
+        return 0;
+    }
+    if (!PyUnicode_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "a node or tag must be str or None");
+        return -1;
+    }
+    *p = PyUnicode_AsUTF8AndSize(o, n);
+    *present = 1;
+    return *p == NULL ? -1 : 0;
+}
+
+static PyObject *encode_segment(PyObject *self, PyObject *args) {
+    PyObject *first_obj, *cols_in[5], *cols[5] = {NULL, NULL, NULL, NULL, NULL};
+    if (!PyArg_ParseTuple(args, "OOOOOO", &first_obj, &cols_in[0], &cols_in[1], &cols_in[2],
+                          &cols_in[3], &cols_in[4]))
+        return NULL;
+    PyObject *result = NULL, *data = NULL, *idx = NULL;
+    Py_buffer *views = NULL;
+    Py_ssize_t n = 0, viewed = 0;
+    uint64_t first_seq = 0, seq = 0;
+    for (int c = 0; c < 5; c++) {
+        cols[c] = PySequence_Fast(cols_in[c], "segment columns must be sequences");
+        if (cols[c] == NULL) goto done;
+    }
+    n = PySequence_Fast_GET_SIZE(cols[0]);
+    if (n == 0) {
+        PyErr_SetString(PyExc_ValueError, "a segment needs at least one record");
+        goto done;
+    }
+    for (int c = 1; c < 5; c++) {
+        if (PySequence_Fast_GET_SIZE(cols[c]) != n) {
+            PyErr_SetString(PyExc_ValueError, "segment columns differ in length");
+            goto done;
+        }
+    }
+    PyObject **ts = PySequence_Fast_ITEMS(cols[0]), **nodes = PySequence_Fast_ITEMS(cols[1]),
+             **tags = PySequence_Fast_ITEMS(cols[2]), **blobs = PySequence_Fast_ITEMS(cols[3]),
+             **dead = PySequence_Fast_ITEMS(cols[4]);
+    int rc = as_u64(first_obj, &first_seq);
+    if (rc < 0) goto done;
+    views = PyMem_Calloc((size_t)n, sizeof(Py_buffer));
+    if (views == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Pass 1, in record order as the twin checks: every field's width, the total size. */
+    uint64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        seq = first_seq + (uint64_t)i;
+        const char *np_ = NULL, *tp = NULL;
+        Py_ssize_t nl = 0, tl = 0;
+        int hn, ht;
+        uint64_t t;
+        if (section(nodes[i], &np_, &nl, &hn) < 0 || section(tags[i], &tp, &tl, &ht) < 0) goto done;
+        if (PyObject_GetBuffer(blobs[i], &views[i], PyBUF_SIMPLE) < 0) goto done;
+        viewed = i + 1;
+        int seq_wide = rc != 0 || (i > 0 && seq < first_seq);
+        int trc = as_u64(ts[i], &t);
+        if (trc < 0) goto done;
+        uint64_t frame_len = SEG_HEADER - 4 + (uint64_t)nl + (uint64_t)tl + (uint64_t)views[i].len + SEG_TRAILER;
+        if (seq_wide || trc || nl > 0xFFFF || tl > 0xFFFF || (uint64_t)views[i].len > 0xFFFFFFFFu ||
+            frame_len + 4 > 0xFFFFFFFFu || total > 0xFFFFFFFFu) {
+            if (seq_wide)
+                PyErr_Format(PyExc_ValueError, "segment field out of range: seq %S + %zd", first_obj, i);
+            else
+                PyErr_Format(PyExc_ValueError, "segment field out of range near seq %llu",
+                             (unsigned long long)seq);
+            goto done;
+        }
+        total += frame_len + 4;
+    }
+    data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    idx = PyBytes_FromStringAndSize(NULL, n * IDX_ENTRY);
+    if (data == NULL || idx == NULL) goto done;
+    unsigned char *d = (unsigned char *)PyBytes_AS_STRING(data);
+    unsigned char *x = (unsigned char *)PyBytes_AS_STRING(idx);
+    memset(x, 0, (size_t)n * IDX_ENTRY);
+    uint64_t offset = 0;
+    /* Pass 2: the frames and their index entries. */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const char *np_ = NULL, *tp = NULL;
+        Py_ssize_t nl = 0, tl = 0;
+        int hn, ht;
+        uint64_t t = 0;
+        section(nodes[i], &np_, &nl, &hn); /* cached by pass 1: cannot fail now */
+        section(tags[i], &tp, &tl, &ht);
+        as_u64(ts[i], &t);
+        int gone = PyObject_IsTrue(dead[i]);
+        if (gone < 0) goto done;
+        Py_ssize_t bl = views[i].len;
+        uint32_t flags = (ht ? 1u : 0u) | (hn ? 2u : 0u);
+        uint32_t frame_len = (uint32_t)(SEG_HEADER - 4 + nl + tl + bl + SEG_TRAILER);
+        unsigned char *f = d + offset;
+        put32(f, frame_len);
+        f[4] = (unsigned char)flags;
+        put64(f + 5, first_seq + (uint64_t)i);
+        put64(f + 13, t);
+        put16(f + 21, (uint32_t)nl);
+        put16(f + 23, (uint32_t)tl);
+        put32(f + 25, (uint32_t)bl);
+        unsigned char *q = f + SEG_HEADER;
+        memcpy(q, np_, (size_t)nl);
+        memcpy(q + nl, tp, (size_t)tl);
+        memcpy(q + nl + tl, views[i].buf, (size_t)bl);
+        q += nl + tl + bl;
+        put64(q, XXH3_64bits(f + 4, (size_t)(q - f - 4)));
+        q[8] = gone ? SEG_DEL : 0;
+        unsigned char *e = x + i * IDX_ENTRY;
+        put32(e, (uint32_t)offset);
+        put32(e + 4, frame_len + 4);
+        put64(e + 8, t);
+        e[16] = (unsigned char)flags;
+        offset += (uint64_t)frame_len + 4;
+    }
+    result = PyTuple_Pack(2, data, idx);
+done:
+    for (Py_ssize_t i = 0; i < viewed; i++) PyBuffer_Release(&views[i]);
+    PyMem_Free(views);
+    Py_XDECREF(data);
+    Py_XDECREF(idx);
+    for (int c = 0; c < 5; c++) Py_XDECREF(cols[c]);
+    return result;
+}
+
+/* ---- encode_appends ---------------------------------------------------------------- */
+
+enum { WAL_HEADER = 38, FLAG_DURABLE = 4, FLAG_MORE = 8 };
+
+static PyObject *s_data_json, *s_meta_json, *s_node, *s_tag;
+
+PyDoc_STRVAR(encode_appends_doc,
+"encode_appends(topic_id, first_seq, ts, records, durable, out) -> None\n\n"
+"Appends to the list `out` one Append frame (STORAGE 3.1) per record, seq first_seq + i,\n"
+"each frame but the last flagged `more`. A record has data_json (bytes), meta_json (bytes\n"
+"or None), node and tag (str or None); its payload blob is {\"d\":data} or\n"
+"{\"d\":data,\"m\":meta}. ValueError when a field does not fit its width; `out` is then\n"
+"unchanged. Python twin: seglog.core.frames.encode_appends_py.");
+
+/* A record's attribute as a byte span (bytes) or UTF-8 (str); None is absent. 0 ok. */
+static int attr_span(PyObject *rec, PyObject *name, int text, PyObject **keep, const char **p,
+                     Py_ssize_t *n, int *present) {
+    PyObject *v = PyObject_GetAttr(rec, name);
+    if (v == NULL) return -1;
+    *keep = v;
+    *present = v != Py_None;
+    *p = "";
+    *n = 0;
+    if (v == Py_None) return 0;
+    if (text) {
+        if (!PyUnicode_Check(v)) {
+            PyErr_SetString(PyExc_TypeError, "a record's node and tag must be str or None");
+            return -1;
+        }
+        *p = PyUnicode_AsUTF8AndSize(v, n);
+        return *p == NULL ? -1 : 0;
+    }
+    if (!PyBytes_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "a record's data_json and meta_json must be bytes");
+        return -1;
+    }
+    *p = PyBytes_AS_STRING(v);
+    *n = PyBytes_GET_SIZE(v);
+    return 0;
+}
+
+static PyObject *encode_appends(PyObject *self, PyObject *args) {
+    PyObject *tid_obj, *first_obj, *ts_obj, *records, *out;
+    int durable;
+    if (!PyArg_ParseTuple(args, "OOOOpO!", &tid_obj, &first_obj, &ts_obj, &records, &durable,
+                          &PyList_Type, &out))
+        return NULL;
+    uint64_t tid, first, ts;
+    int r1 = as_u64(tid_obj, &tid), r2 = as_u64(first_obj, &first), r3 = as_u64(ts_obj, &ts);
+    if (r1 < 0 || r2 < 0 || r3 < 0) return NULL;
+    if (r1 || r2 || r3) {
+        PyErr_SetString(PyExc_ValueError, "append frame field out of range (topic_id, seq or ts)");
+        return NULL;
+    }
+    PyObject *seq_fast = PySequence_Fast(records, "records must be a sequence");
+    if (seq_fast == NULL) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq_fast), start = PyList_GET_SIZE(out);
+    PyObject **items = PySequence_Fast_ITEMS(seq_fast);
+    if (n > 0 && first + (uint64_t)(n - 1) < first) {
+        PyErr_SetString(PyExc_ValueError, "append frame field out of range (seq)");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *keep[4] = {NULL, NULL, NULL, NULL};
+        const char *dp = "", *mp = "", *np_ = "", *tp = "";
+        Py_ssize_t dn = 0, mn = 0, nn = 0, tn = 0;
+        int hd = 0, hm = 0, hn = 0, ht = 0;
+        int bad = attr_span(items[i], s_data_json, 0, &keep[0], &dp, &dn, &hd) < 0 ||
+                  attr_span(items[i], s_meta_json, 0, &keep[1], &mp, &mn, &hm) < 0 ||
+                  attr_span(items[i], s_node, 1, &keep[2], &np_, &nn, &hn) < 0 ||
+                  attr_span(items[i], s_tag, 1, &keep[3], &tp, &tn, &ht) < 0;
+        if (!bad && !hd) {
+            PyErr_SetString(PyExc_TypeError, "a record's data_json must be bytes");
+            bad = 1;
+        }
+        uint64_t dl = (uint64_t)dn + 6 + (hm ? (uint64_t)mn + 5 : 0); /* {"d": .. [,"m": ..] } */
+        uint64_t frame_len = MIN_FRAME_LEN + (uint64_t)nn + (uint64_t)tn + dl;
+        if (!bad && (nn > 0xFFFF || tn > 0xFFFF || dl > 0xFFFFFFFFu || frame_len > 0xFFFFFFFFu - 4)) {
+            PyErr_Format(PyExc_ValueError, "append frame field out of range near seq %llu",
+                         (unsigned long long)(first + (uint64_t)i));
+            bad = 1;
+        }
+        PyObject *frame = bad ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + frame_len));
+        if (frame != NULL) {
+            unsigned char *f = (unsigned char *)PyBytes_AS_STRING(frame);
+            unsigned flags = (durable ? FLAG_DURABLE : 0) | (i + 1 < n ? FLAG_MORE : 0) |
+                             (hn ? FLAG_NODE : 0) | (ht ? FLAG_TAG : 0);
+            put32(f, (uint32_t)frame_len);
+            f[4] = 1; /* Append */
+            f[5] = (unsigned char)flags;
+            put64(f + 6, tid);
+            put64(f + 14, first + (uint64_t)i);
+            put64(f + 22, ts);
+            put16(f + 30, (uint32_t)nn);
+            put16(f + 32, (uint32_t)tn);
+            put32(f + 34, (uint32_t)dl);
+            unsigned char *q = f + WAL_HEADER;
+            memcpy(q, np_, (size_t)nn);
+            q += nn;
+            memcpy(q, tp, (size_t)tn);
+            q += tn;
+            memcpy(q, "{\"d\":", 5);
+            memcpy(q + 5, dp, (size_t)dn);
+            q += 5 + dn;
+            if (hm) {
+                memcpy(q, ",\"m\":", 5);
+                memcpy(q + 5, mp, (size_t)mn);
+                q += 5 + mn;
+            }
+            *q++ = '}';
+            put64(q, XXH3_64bits(f + 4, (size_t)(q - f - 4)));
+        }
+        for (int k = 0; k < 4; k++) Py_XDECREF(keep[k]);
+        if (frame == NULL) goto fail;
+        int rc = PyList_Append(out, frame);
+        Py_DECREF(frame);
+        if (rc < 0) goto fail;
+    }
+    Py_DECREF(seq_fast);
+    Py_RETURN_NONE;
+fail:
+    PyList_SetSlice(out, start, PyList_GET_SIZE(out), NULL); /* out unchanged on failure */
+    Py_DECREF(seq_fast);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
+    {"scan_wal_chunk", scan_wal_chunk, METH_VARARGS, scan_wal_chunk_doc},
+    {"encode_segment", encode_segment, METH_VARARGS, encode_segment_doc},
+    {"encode_appends", encode_appends, METH_VARARGS, encode_appends_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "seglog._speedups",
+    "C twins of seglog's per-frame hot loops (see native/speedups.c).", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    s_data_json = PyUnicode_InternFromString("data_json");
+    s_meta_json = PyUnicode_InternFromString("meta_json");
+    s_node = PyUnicode_InternFromString("node");
+    s_tag = PyUnicode_InternFromString("tag");
+    if (!s_data_json || !s_meta_json || !s_node || !s_tag) return NULL;
+    return PyModule_Create(&module);
+}

@@ -1,0 +1,61 @@
+"""The optional C speedups (`native/speedups.c`, built by `pip install`) and their
+pure-Python twins. Pure.
+
+Each C function has a twin here or beside its caller that defines what it computes; the
+callers use `speedups` when it is loaded and the twin otherwise, and
+`tests/core/test_native.py` holds the two equal. `SEGLOG_PURE_PYTHON=1` in the environment
+turns the C module off (it is read once, at import).
+"""
+
+from __future__ import annotations
+
+import os
+from types import ModuleType
+
+import numpy as np
+import numpy.typing as npt
+import xxhash
+
+PURE_ENV = "SEGLOG_PURE_PYTHON"
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get(PURE_ENV, "") not in ("", "0"):
+        return None
+    try:
+        from seglog import _speedups  # type: ignore[attr-defined]
+    except ImportError:  # no C compiler at install time: the twins serve
+        return None
+    return _speedups  # type: ignore[no-any-return]
+
+
+speedups: ModuleType | None = _load()
+
+Ints = npt.NDArray[np.int64]
+Sums = npt.NDArray[np.uint64]
+
+
+def xxh3_slices_py(buf: bytes, starts: Ints, stops: Ints) -> Sums:
+    """XXH3-64 (seed 0) of each `buf[starts[i]:stops[i]]`; the C version's twin."""
+    n = len(starts)
+    if n and ((starts < 0).any() or (starts > stops).any() or (stops > len(buf)).any()):
+        raise ValueError("a slice is outside the buffer")
+    xxh3 = xxhash.xxh3_64_intdigest
+    if n and int((stops - starts).max()) > 4096:  # a view beats a copy of a large frame
+        with memoryview(buf) as mv:
+            sums = [xxh3(mv[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
+    else:
+        sums = [xxh3(buf[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
+    return np.fromiter(sums, np.uint64, n)
+
+
+def xxh3_slices(buf: bytes, starts: Ints, stops: Ints) -> Sums:
+    """XXH3-64 (seed 0) of each `buf[starts[i]:stops[i]]`, in one C call when the speedups
+    are built. Raises ValueError if a slice is out of bounds or reversed."""
+    if speedups is None:
+        return xxh3_slices_py(buf, starts, stops)
+    a = np.ascontiguousarray(starts, np.int64)
+    b = np.ascontiguousarray(stops, np.int64)
+    out = np.empty(len(a), np.uint64)
+    speedups.xxh3_slices(buf, a, b, out)
+    return out

@@ -1,0 +1,312 @@
+"""The C speedups (`native/speedups.c`) against their pure-Python twins, which define them:
+equal results on random and corrupted input, the same errors, and the switch that turns
+them off. Without a C compiler the module is not built; CI sets SEGLOG_REQUIRE_NATIVE=1,
+so there a missing build fails instead of skipping."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from seglog.core import append_frames, frame_scanner, native, segment_format
+from seglog.core.frame_scanner import _scan_chunk_c, _scan_chunk_py, scan_frames
+from seglog.core.frames import FLAG_MORE, FLAG_NODE, FLAG_TAG, encode_frame
+from tests.core.test_framing import _frame_bytes, frames
+
+if native.speedups is None and os.environ.get("SEGLOG_REQUIRE_NATIVE") == "1":
+    pytest.fail("seglog._speedups is not built (SEGLOG_REQUIRE_NATIVE=1)", pytrace=False)
+needs_native = pytest.mark.skipif(
+    native.speedups is None, reason="seglog._speedups not built (no C compiler at install)"
+)
+
+
+# ---- xxh3_slices -------------------------------------------------------------------------
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    buf=st.binary(max_size=6000),
+    cuts=st.lists(st.tuples(st.integers(0, 6000), st.integers(0, 6000)), max_size=40),
+)
+def test_xxh3_slices_equals_the_twin_and_xxhash(buf: bytes, cuts: list[tuple[int, int]]) -> None:
+    n = len(buf)
+    pairs = [(min(a, b) % (n + 1), max(a, b) % (n + 1)) for a, b in cuts]
+    pairs = [(min(a, b), max(a, b)) for a, b in pairs]
+    starts = np.array([a for a, _ in pairs], np.int64)
+    stops = np.array([b for _, b in pairs], np.int64)
+    got = native.xxh3_slices(buf, starts, stops)
+    assert got.dtype == np.uint64
+    assert got.tolist() == [xxhash.xxh3_64_intdigest(buf[a:b]) for a, b in pairs]
+    assert got.tolist() == native.xxh3_slices_py(buf, starts, stops).tolist()
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize("bad", [(-1, 3), (4, 3), (0, 11), (11, 11)])
+def test_xxh3_slices_rejects_a_slice_outside_the_buffer(impl: str, bad: tuple[int, int]) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    fn = native.xxh3_slices if impl == "c" else native.xxh3_slices_py
+    starts = np.array([0, bad[0]], np.int64)
+    stops = np.array([2, bad[1]], np.int64)
+    with pytest.raises(ValueError):
+        fn(b"0123456789", starts, stops)
+
+
+@needs_native
+def test_xxh3_slices_checks_its_column_lengths() -> None:
+    assert native.speedups is not None
+    out = np.empty(2, np.uint64)
+    with pytest.raises(ValueError):
+        native.speedups.xxh3_slices(b"abc", np.zeros(2, np.int64), np.zeros(3, np.int64), out)
+
+
+# ---- the WAL frame scanner -----------------------------------------------------------------
+
+
+@st.composite
+def damaged_logs(draw: st.DrawFn) -> bytes:
+    """Valid frames, then perhaps damage: a flipped byte, a cut, zeros, or a frame that
+    checksums but breaks another rule (bad UTF-8 node or tag, an unknown type, inconsistent
+    lengths, a control body that does not parse)."""
+    log = b"".join(encode_frame(f) for f in draw(st.lists(frames(), max_size=8)))
+    odd = draw(
+        st.sampled_from(
+            [
+                None,
+                _frame_bytes(1, FLAG_NODE, (b"\xff\xfe", b"", b'{"d":1}')),
+                _frame_bytes(1, FLAG_TAG, (b"", b"\xc3", b'{"d":1}')),
+                _frame_bytes(1, FLAG_NODE | FLAG_TAG, (b"n", b"t\xed\xa0\x80", b'{"d":1}')),
+                _frame_bytes(1, 0, (b"ab", b"cd", b'{"d":1}')),  # sections ignored, valid
+                _frame_bytes(99, 0, (b"", b"", b"x")),  # unknown type
+                _frame_bytes(0, 0, (b"", b"", b"x")),
+                _frame_bytes(1, 0, (b"", b"", b'{"d":1}'), lens=(0, 0, 3)),
+                _frame_bytes(8, 0, (b"", b"", b"short")),  # a checkpoint body that fails
+            ]
+        )
+    )
+    if odd is not None:
+        log += odd
+    log += b"".join(encode_frame(f) for f in draw(st.lists(frames(), max_size=3)))
+    how = draw(st.sampled_from(["none", "flip", "cut", "zeros"]))
+    if how == "flip" and log:
+        i = draw(st.integers(0, len(log) - 1))
+        log = log[:i] + bytes([log[i] ^ draw(st.integers(1, 255))]) + log[i + 1 :]
+    elif how == "cut":
+        log = log[: draw(st.integers(0, len(log)))]
+    elif how == "zeros":
+        log += bytes(draw(st.integers(1, 100)))
+    return log
+
+
+def _scan_all(scan: object, src: bytes | mmap.mmap, start: int, limit: int, collect: bool) -> list:
+    """Every chunk `scan` returns from `start` until it stops (as the iterators call it)."""
+    got = []
+    off = start
+    with memoryview(src) as mv:
+        for _ in range(1000):
+            frames_, off, stopped = scan(src, mv, off, limit, collect)  # type: ignore[operator]
+            got.append((frames_, off, stopped))
+            if stopped:
+                break
+    return got
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(
+    log=damaged_logs(),
+    start=st.integers(0, 60),
+    limit=st.integers(1, 5),
+    collect=st.booleans(),
+    as_mmap=st.booleans(),
+)
+def test_scan_wal_chunk_equals_the_python_scanner(
+    log: bytes, start: int, limit: int, collect: bool, as_mmap: bool
+) -> None:
+    start = min(start, len(log))
+    if as_mmap and log:
+        src: bytes | mmap.mmap = mmap.mmap(-1, len(log))
+        src.write(log)
+    else:
+        src = log
+    try:
+        want = _scan_all(_scan_chunk_py, src, start, limit, collect)
+        got = _scan_all(_scan_chunk_c, src, start, limit, collect)
+        assert got == want
+        for frames_, _, _ in got:
+            for f in frames_:
+                assert type(f[8]) is bytes and type(f[3]) is int
+    finally:
+        if isinstance(src, mmap.mmap):
+            src.close()
+
+
+@needs_native
+def test_scan_wal_chunk_propagates_an_unexpected_body_check_error() -> None:
+    assert native.speedups is not None
+    frame = _frame_bytes(8, 0, (b"", b"", bytes(8)))
+
+    def boom(_t: int, _d: bytes) -> bool:
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        native.speedups.scan_wal_chunk(frame, 0, 10, True, frame_scanner._KNOWN_TYPES, 1, boom)
+
+
+@needs_native
+@pytest.mark.parametrize("off", [-1, 5])
+def test_scan_wal_chunk_rejects_an_offset_outside_the_buffer(off: int) -> None:
+    assert native.speedups is not None
+    with pytest.raises(ValueError):
+        native.speedups.scan_wal_chunk(
+            b"abcd", off, 10, True, frame_scanner._KNOWN_TYPES, 1, frame_scanner._body_ok
+        )
+
+
+# ---- the switch -----------------------------------------------------------------------------
+
+
+def test_seglog_pure_python_turns_the_speedups_off() -> None:
+    code = (
+        "from seglog.core import native, frame_scanner;"
+        "print(native.speedups is None, frame_scanner._scan_chunk is frame_scanner._scan_chunk_py)"
+    )
+    env = {**os.environ, native.PURE_ENV: "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["True", "True"]
+
+
+# ---- the sealed-segment encoder -----------------------------------------------------------
+
+LABELS = st.none() | st.text(max_size=6) | st.sampled_from(["a", "é", "\U0001f600", ""])
+
+
+@st.composite
+def segment_columns(draw: st.DrawFn) -> tuple[int, list, list, list, list, list]:
+    n = draw(st.integers(1, 12))
+    first = draw(st.integers(1, 2**40) | st.just(2**64 - n))
+    ts = draw(st.lists(st.integers(0, 2**64 - 1), min_size=n, max_size=n))
+    nodes = draw(st.lists(LABELS, min_size=n, max_size=n))
+    tags = draw(st.lists(LABELS, min_size=n, max_size=n))
+    blobs = draw(st.lists(st.binary(max_size=300), min_size=n, max_size=n))
+    dead = draw(st.lists(st.booleans() | st.integers(0, 2), min_size=n, max_size=n))
+    return first, ts, nodes, tags, blobs, dead
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(cols=segment_columns())
+def test_encode_segment_equals_the_python_encoder(cols: tuple) -> None:
+    assert segment_format._encode_columns_c(*cols) == segment_format.encode_columns_py(*cols)
+
+
+def _outcome(fn: object, cols: tuple) -> object:
+    try:
+        return fn(*cols)  # type: ignore[operator]
+    except UnicodeEncodeError:  # a ValueError too: first
+        return UnicodeEncodeError
+    except ValueError as e:  # the same message but for the struct module's detail
+        return ValueError, str(e).split(" near")[0].split(":")[0]
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "cols",
+    [
+        (1, [], [], [], [], []),  # empty
+        (1, [1, 2], [None], [None, None], [b"", b""], [0, 0]),  # lengths differ
+        (2**64, [1], [None], [None], [b"x"], [0]),  # seq beyond u64
+        (2**64 - 1, [1, 2], [None, None], [None, None], [b"x", b"y"], [0, 0]),
+        (-1, [1], [None], [None], [b"x"], [0]),
+        (1, [-1], [None], [None], [b"x"], [0]),  # ts below zero
+        (1, [2**64], [None], [None], [b"x"], [0]),
+        (1, [1.5], [None], [None], [b"x"], [0]),  # ts not an integer
+        (1, [1], ["n" * 65536], [None], [b"x"], [0]),  # node wider than u16
+        (1, [1], [None], ["t" * 65535], [b"x"], [0]),  # the widest tag fits
+        (1, [1, 2], ["\ud800", None], [None, "x" * 70000], [b"x", b"y"], [0, 0]),
+        (1, [1, 2], [None, "\ud800"], ["x" * 70000, None], [b"x", b"y"], [0, 0]),
+    ],
+)
+def test_encode_segment_fails_as_the_python_encoder_does(cols: tuple) -> None:
+    c = _outcome(segment_format._encode_columns_c, cols)
+    py = _outcome(segment_format.encode_columns_py, cols)
+    assert c == py
+
+
+# ---- a write's Append frames -------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Rec:
+    data_json: bytes
+    meta_json: bytes | None = None
+    node: str | None = None
+    tag: str | None = None
+
+
+RECORDS = st.lists(
+    st.builds(_Rec, st.binary(max_size=200), st.none() | st.binary(max_size=50), LABELS, LABELS),
+    max_size=12,
+)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    records=RECORDS,
+    tid=st.integers(0, 2**64 - 1),
+    first=st.integers(1, 2**64 - 13),
+    ts=st.integers(0, 2**64 - 1),
+    durable=st.booleans(),
+)
+def test_encode_appends_equals_the_python_encoder(
+    records: list[_Rec], tid: int, first: int, ts: int, durable: bool
+) -> None:
+    want: list[bytes] = [b"head"]
+    got: list[bytes] = [b"head"]
+    append_frames.encode_appends_py(tid, first, ts, records, durable, want)
+    append_frames._encode_appends_c(tid, first, ts, records, durable, got)
+    assert got == want
+    # and they read back as the records, each but the last flagged `more`
+    frames_, _ = scan_frames(b"".join(got[1:]))
+    assert [f.seq for _, _, f in frames_] == list(range(first, first + len(records)))
+    assert [bool(f.flags & FLAG_MORE) for _, _, f in frames_] == [
+        i + 1 < len(records) for i in range(len(records))
+    ]
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2**64, 1, 1, [_Rec(b"1")]),  # topic id beyond u64
+        (1, 2**64 - 1, 1, [_Rec(b"1"), _Rec(b"2")]),  # the second seq beyond u64
+        (1, 1, -1, [_Rec(b"1")]),
+        (1, 1, 1, [_Rec(b"1"), _Rec(b"2", node="n" * 65536)]),
+        (1, 1, 1, [_Rec(b"1", tag="\ud800")]),
+        (1, 1, 1, [_Rec(None)]),  # type: ignore[arg-type]
+    ],
+)
+def test_encode_appends_fails_as_the_python_encoder_does(case: tuple) -> None:
+    outcomes = []
+    for fn in (append_frames._encode_appends_c, append_frames.encode_appends_py):
+        out: list[bytes] = [b"keep"]
+        try:
+            fn(*case[:3], case[3], True, out)
+            outcomes.append(("ok", out))
+        except (ValueError, TypeError) as e:
+            outcomes.append((type(e).__name__, out))
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0][0] != "ok" and outcomes[0][1] == [b"keep"]
