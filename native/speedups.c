@@ -71,6 +71,49 @@ done:
     return result;
 }
 
+/* ---- byte_slices ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(byte_slices_doc,
+"byte_slices(buf, starts, stops) -> list[bytes]\n\n"
+"[bytes(buf[starts[i]:stops[i]]) for each i]; starts and stops are buffers of native int64\n"
+"of one length. Raises ValueError if any slice is out of buf's bounds or reversed.\n"
+"Python twin: seglog.core.native.byte_slices_py.");
+
+static PyObject *byte_slices(PyObject *self, PyObject *args) {
+    Py_buffer buf, starts, stops;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &buf, &starts, &stops)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len % 8 || stops.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops must be 8-byte columns of one length");
+        goto done;
+    }
+    const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)buf.len) {
+            PyErr_Format(PyExc_ValueError, "slice %zd [%lld:%lld] is outside a buffer of %zd bytes",
+                         i, (long long)a[i], (long long)b[i], buf.len);
+            goto done;
+        }
+    }
+    out = PyList_New(n);
+    if (out == NULL) goto done;
+    const char *base = (const char *)buf.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *piece = PyBytes_FromStringAndSize(base + a[i], (Py_ssize_t)(b[i] - a[i]));
+        if (piece == NULL) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, i, piece);
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&stops);
+    return out;
+}
+
 /* ---- scan_wal_chunk ---------------------------------------------------------------- */
 
 enum { HEADER_SIZE = 38, MIN_FRAME_LEN = 42, MIN_FRAMED = 46, FLAG_TAG = 1, FLAG_NODE = 2 };
@@ -210,6 +253,13 @@ PyDoc_STRVAR(encode_segment_doc,
 "length, or a field does not fit its width; UnicodeEncodeError for a node or tag that is\n"
 "not encodable. Python twin: seglog.core.segment_format.encode_columns_py.");
 
+PyDoc_STRVAR(encode_segment_rows_doc,
+"encode_segment_rows(first_seq, ts, nodes, tags, datas, metas, deleted) -> (data, idx)\n\n"
+"encode_segment with each payload blob built from compact JSON columns: {\"d\":data} or\n"
+"{\"d\":data,\"m\":meta}; a deleted row, or one without data, is a hole ({\"d\":null}) and\n"
+"a deleted row has no node or tag. Python twin:\n"
+"seglog.core.segment_format.encode_payload_columns_py.");
+
 static inline void put16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
 
 static inline void put32(unsigned char *p, uint32_t v) {
@@ -254,16 +304,37 @@ static int section(PyObject *o, const char **p, Py_ssize_t *n, int *present) {
     return *p == NULL ? -1 : 0;
 }
 
-static PyObject *encode_segment(PyObject *self, PyObject *args) {
-    PyObject *first_obj, *cols_in[5], *cols[5] = {NULL, NULL, NULL, NULL, NULL};
-    if (!PyArg_ParseTuple(args, "OOOOOO", &first_obj, &cols_in[0], &cols_in[1], &cols_in[2],
-                          &cols_in[3], &cols_in[4]))
-        return NULL;
+/* One row of a segment being encoded: its labels, its ts, and its payload blob as one
+ * span (given) or as {"d":data[,"m":meta]} (built). */
+typedef struct {
+    const char *node, *tag, *data, *meta;
+    Py_ssize_t nl, tl, dn, mn;
+    int has_node, has_tag, gone, wrap, has_meta;
+    uint64_t ts;
+} seg_row;
+
+static const char HOLE[] = "{\"d\":null}";
+
+static inline uint64_t row_blob_len(const seg_row *r) {
+    return r->wrap ? 6 + (uint64_t)r->dn + (r->has_meta ? 5 + (uint64_t)r->mn : 0) : (uint64_t)r->dn;
+}
+
+static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
+    enum { MAXC = 6 };
+    int ncols = from_payloads ? 6 : 5;
+    PyObject *first_obj, *cols_in[MAXC], *cols[MAXC] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    int ok = from_payloads
+                 ? PyArg_ParseTuple(args, "OOOOOOO", &first_obj, &cols_in[0], &cols_in[1],
+                                    &cols_in[2], &cols_in[3], &cols_in[4], &cols_in[5])
+                 : PyArg_ParseTuple(args, "OOOOOO", &first_obj, &cols_in[0], &cols_in[1],
+                                    &cols_in[2], &cols_in[3], &cols_in[4]);
+    if (!ok) return NULL;
     PyObject *result = NULL, *data = NULL, *idx = NULL;
     Py_buffer *views = NULL;
+    seg_row *rows = NULL;
     Py_ssize_t n = 0, viewed = 0;
-    uint64_t first_seq = 0, seq = 0;
-    for (int c = 0; c < 5; c++) {
+    uint64_t first_seq = 0;
+    for (int c = 0; c < ncols; c++) {
         cols[c] = PySequence_Fast(cols_in[c], "segment columns must be sequences");
         if (cols[c] == NULL) goto done;
     }
@@ -272,38 +343,66 @@ static PyObject *encode_segment(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "a segment needs at least one record");
         goto done;
     }
-    for (int c = 1; c < 5; c++) {
+    for (int c = 1; c < ncols; c++) {
         if (PySequence_Fast_GET_SIZE(cols[c]) != n) {
             PyErr_SetString(PyExc_ValueError, "segment columns differ in length");
             goto done;
         }
     }
     PyObject **ts = PySequence_Fast_ITEMS(cols[0]), **nodes = PySequence_Fast_ITEMS(cols[1]),
-             **tags = PySequence_Fast_ITEMS(cols[2]), **blobs = PySequence_Fast_ITEMS(cols[3]),
-             **dead = PySequence_Fast_ITEMS(cols[4]);
+             **tags = PySequence_Fast_ITEMS(cols[2]), **dead = PySequence_Fast_ITEMS(cols[ncols - 1]);
+    PyObject **blobs = from_payloads ? NULL : PySequence_Fast_ITEMS(cols[3]);
+    PyObject **datas = from_payloads ? PySequence_Fast_ITEMS(cols[3]) : NULL;
+    PyObject **metas = from_payloads ? PySequence_Fast_ITEMS(cols[4]) : NULL;
     int rc = as_u64(first_obj, &first_seq);
     if (rc < 0) goto done;
-    views = PyMem_Calloc((size_t)n, sizeof(Py_buffer));
-    if (views == NULL) {
+    rows = PyMem_Calloc((size_t)n, sizeof(seg_row));
+    views = from_payloads ? NULL : PyMem_Calloc((size_t)n, sizeof(Py_buffer));
+    if (rows == NULL || (!from_payloads && views == NULL)) {
         PyErr_NoMemory();
         goto done;
     }
     /* Pass 1, in record order as the twin checks: every field's width, the total size. */
     uint64_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        seq = first_seq + (uint64_t)i;
-        const char *np_ = NULL, *tp = NULL;
-        Py_ssize_t nl = 0, tl = 0;
-        int hn, ht;
-        uint64_t t;
-        if (section(nodes[i], &np_, &nl, &hn) < 0 || section(tags[i], &tp, &tl, &ht) < 0) goto done;
-        if (PyObject_GetBuffer(blobs[i], &views[i], PyBUF_SIMPLE) < 0) goto done;
-        viewed = i + 1;
+        seg_row *r = &rows[i];
+        uint64_t seq = first_seq + (uint64_t)i;
+        if (from_payloads) {
+            r->gone = PyObject_IsTrue(dead[i]);
+            if (r->gone < 0) goto done;
+        }
+        PyObject *node = r->gone ? Py_None : nodes[i], *tag = r->gone ? Py_None : tags[i];
+        if (section(node, &r->node, &r->nl, &r->has_node) < 0 ||
+            section(tag, &r->tag, &r->tl, &r->has_tag) < 0)
+            goto done;
+        if (!from_payloads) {
+            if (PyObject_GetBuffer(blobs[i], &views[i], PyBUF_SIMPLE) < 0) goto done;
+            viewed = i + 1;
+            r->data = (const char *)views[i].buf;
+            r->dn = views[i].len;
+        } else if (r->gone || datas[i] == Py_None) {
+            r->data = HOLE;
+            r->dn = (Py_ssize_t)(sizeof(HOLE) - 1);
+        } else {
+            if (!PyBytes_Check(datas[i]) || (metas[i] != Py_None && !PyBytes_Check(metas[i]))) {
+                PyErr_SetString(PyExc_TypeError, "a segment row's data and meta must be bytes");
+                goto done;
+            }
+            r->wrap = 1;
+            r->data = PyBytes_AS_STRING(datas[i]);
+            r->dn = PyBytes_GET_SIZE(datas[i]);
+            r->has_meta = metas[i] != Py_None;
+            if (r->has_meta) {
+                r->meta = PyBytes_AS_STRING(metas[i]);
+                r->mn = PyBytes_GET_SIZE(metas[i]);
+            }
+        }
         int seq_wide = rc != 0 || (i > 0 && seq < first_seq);
-        int trc = as_u64(ts[i], &t);
+        int trc = as_u64(ts[i], &r->ts);
         if (trc < 0) goto done;
-        uint64_t frame_len = SEG_HEADER - 4 + (uint64_t)nl + (uint64_t)tl + (uint64_t)views[i].len + SEG_TRAILER;
-        if (seq_wide || trc || nl > 0xFFFF || tl > 0xFFFF || (uint64_t)views[i].len > 0xFFFFFFFFu ||
+        uint64_t bl = row_blob_len(r);
+        uint64_t frame_len = SEG_HEADER - 4 + (uint64_t)r->nl + (uint64_t)r->tl + bl + SEG_TRAILER;
+        if (seq_wide || trc || r->nl > 0xFFFF || r->tl > 0xFFFF || bl > 0xFFFFFFFFu ||
             frame_len + 4 > 0xFFFFFFFFu || total > 0xFFFFFFFFu) {
             if (seq_wide)
                 PyErr_Format(PyExc_ValueError, "segment field out of range: seq %S + %zd", first_obj, i);
@@ -323,37 +422,48 @@ static PyObject *encode_segment(PyObject *self, PyObject *args) {
     uint64_t offset = 0;
     /* Pass 2: the frames and their index entries. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        const char *np_ = NULL, *tp = NULL;
-        Py_ssize_t nl = 0, tl = 0;
-        int hn, ht;
-        uint64_t t = 0;
-        section(nodes[i], &np_, &nl, &hn); /* cached by pass 1: cannot fail now */
-        section(tags[i], &tp, &tl, &ht);
-        as_u64(ts[i], &t);
-        int gone = PyObject_IsTrue(dead[i]);
-        if (gone < 0) goto done;
-        Py_ssize_t bl = views[i].len;
-        uint32_t flags = (ht ? 1u : 0u) | (hn ? 2u : 0u);
-        uint32_t frame_len = (uint32_t)(SEG_HEADER - 4 + nl + tl + bl + SEG_TRAILER);
+        const seg_row *r = &rows[i];
+        int gone = r->gone;
+        if (!from_payloads) {
+            gone = PyObject_IsTrue(dead[i]);
+            if (gone < 0) goto done;
+        }
+        uint64_t bl = row_blob_len(r);
+        uint32_t flags = (r->has_tag ? 1u : 0u) | (r->has_node ? 2u : 0u);
+        uint32_t frame_len = (uint32_t)(SEG_HEADER - 4 + r->nl + r->tl + bl + SEG_TRAILER);
         unsigned char *f = d + offset;
         put32(f, frame_len);
         f[4] = (unsigned char)flags;
         put64(f + 5, first_seq + (uint64_t)i);
-        put64(f + 13, t);
-        put16(f + 21, (uint32_t)nl);
-        put16(f + 23, (uint32_t)tl);
+        put64(f + 13, r->ts);
+        put16(f + 21, (uint32_t)r->nl);
+        put16(f + 23, (uint32_t)r->tl);
         put32(f + 25, (uint32_t)bl);
         unsigned char *q = f + SEG_HEADER;
-        memcpy(q, np_, (size_t)nl);
-        memcpy(q + nl, tp, (size_t)tl);
-        memcpy(q + nl + tl, views[i].buf, (size_t)bl);
-        q += nl + tl + bl;
+        memcpy(q, r->node, (size_t)r->nl);
+        q += r->nl;
+        memcpy(q, r->tag, (size_t)r->tl);
+        q += r->tl;
+        if (r->wrap) {
+            memcpy(q, "{\"d\":", 5);
+            q += 5;
+        }
+        memcpy(q, r->data, (size_t)r->dn);
+        q += r->dn;
+        if (r->wrap) {
+            if (r->has_meta) {
+                memcpy(q, ",\"m\":", 5);
+                memcpy(q + 5, r->meta, (size_t)r->mn);
+                q += 5 + r->mn;
+            }
+            *q++ = '}';
+        }
         put64(q, XXH3_64bits(f + 4, (size_t)(q - f - 4)));
         q[8] = gone ? SEG_DEL : 0;
         unsigned char *e = x + i * IDX_ENTRY;
         put32(e, (uint32_t)offset);
         put32(e + 4, frame_len + 4);
-        put64(e + 8, t);
+        put64(e + 8, r->ts);
         e[16] = (unsigned char)flags;
         offset += (uint64_t)frame_len + 4;
     }
@@ -361,11 +471,16 @@ static PyObject *encode_segment(PyObject *self, PyObject *args) {
 done:
     for (Py_ssize_t i = 0; i < viewed; i++) PyBuffer_Release(&views[i]);
     PyMem_Free(views);
+    PyMem_Free(rows);
     Py_XDECREF(data);
     Py_XDECREF(idx);
-    for (int c = 0; c < 5; c++) Py_XDECREF(cols[c]);
+    for (int c = 0; c < ncols; c++) Py_XDECREF(cols[c]);
     return result;
 }
+
+static PyObject *encode_segment(PyObject *self, PyObject *args) { return encode_segment_impl(args, 0); }
+
+static PyObject *encode_segment_rows(PyObject *self, PyObject *args) { return encode_segment_impl(args, 1); }
 
 /* ---- encode_appends ---------------------------------------------------------------- */
 
@@ -495,8 +610,10 @@ fail:
 
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
+    {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
     {"scan_wal_chunk", scan_wal_chunk, METH_VARARGS, scan_wal_chunk_doc},
     {"encode_segment", encode_segment, METH_VARARGS, encode_segment_doc},
+    {"encode_segment_rows", encode_segment_rows, METH_VARARGS, encode_segment_rows_doc},
     {"encode_appends", encode_appends, METH_VARARGS, encode_appends_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -25,7 +25,8 @@ from tests.core.test_framing import _frame_bytes, frames
 if native.speedups is None and os.environ.get("SEGLOG_REQUIRE_NATIVE") == "1":
     pytest.fail("seglog._speedups is not built (SEGLOG_REQUIRE_NATIVE=1)", pytrace=False)
 needs_native = pytest.mark.skipif(
-    native.speedups is None, reason="seglog._speedups not built (no C compiler at install)"
+    native.speedups is None,
+    reason="seglog._speedups not loaded (not built, or SEGLOG_PURE_PYTHON set)",
 )
 
 
@@ -50,12 +51,34 @@ def test_xxh3_slices_equals_the_twin_and_xxhash(buf: bytes, cuts: list[tuple[int
     assert got.tolist() == native.xxh3_slices_py(buf, starts, stops).tolist()
 
 
-@pytest.mark.parametrize("impl", ["c", "py"])
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(
+    buf=st.binary(max_size=600),
+    cuts=st.lists(st.tuples(st.integers(0, 600), st.integers(0, 600)), max_size=40),
+)
+def test_byte_slices_equals_the_twin(buf: bytes, cuts: list[tuple[int, int]]) -> None:
+    n = len(buf)
+    pairs = sorted((min(a, b) % (n + 1), max(a, b) % (n + 1)) for a, b in cuts)
+    pairs = [(min(a, b), max(a, b)) for a, b in pairs]
+    starts = np.array([a for a, _ in pairs], np.int64)
+    stops = np.array([b for _, b in pairs], np.int64)
+    got = native.byte_slices(buf, starts, stops)
+    assert got == [buf[a:b] for a, b in pairs] == native.byte_slices_py(buf, starts, stops)
+    assert all(type(x) is bytes for x in got)
+
+
+@pytest.mark.parametrize("impl", ["c", "py", "slices-c", "slices-py"])
 @pytest.mark.parametrize("bad", [(-1, 3), (4, 3), (0, 11), (11, 11)])
-def test_xxh3_slices_rejects_a_slice_outside_the_buffer(impl: str, bad: tuple[int, int]) -> None:
-    if impl == "c" and native.speedups is None:
+def test_slices_outside_the_buffer_are_rejected(impl: str, bad: tuple[int, int]) -> None:
+    if impl.endswith("c") and native.speedups is None:
         pytest.skip("seglog._speedups not built")
-    fn = native.xxh3_slices if impl == "c" else native.xxh3_slices_py
+    fn = {
+        "c": native.xxh3_slices,
+        "py": native.xxh3_slices_py,
+        "slices-c": native.byte_slices,
+        "slices-py": native.byte_slices_py,
+    }[impl]
     starts = np.array([0, bad[0]], np.int64)
     stops = np.array([2, bad[1]], np.int64)
     with pytest.raises(ValueError):
@@ -310,3 +333,44 @@ def test_encode_appends_fails_as_the_python_encoder_does(case: tuple) -> None:
             outcomes.append((type(e).__name__, out))
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] != "ok" and outcomes[0][1] == [b"keep"]
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(
+    cols=segment_columns(),
+    payloads=st.lists(
+        st.tuples(st.none() | st.binary(max_size=80), st.none() | st.binary(max_size=30)),
+        min_size=12,
+        max_size=12,
+    ),
+)
+def test_encode_segment_rows_equals_the_python_encoder(
+    cols: tuple, payloads: list[tuple[bytes | None, bytes | None]]
+) -> None:
+    first, ts, nodes, tags, _blobs, dead = cols
+    n = len(ts)
+    datas = [d for d, _ in payloads[:n]]
+    metas = [m for _, m in payloads[:n]]
+    args = (first, ts, nodes, tags, datas, metas, bytearray(bool(x) for x in dead))
+    assert segment_format._encode_payload_columns_c(
+        *args
+    ) == segment_format.encode_payload_columns_py(*args)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "cols",
+    [
+        (1, [], [], [], [], [], []),
+        (1, [1, 2], [None, None], [None, None], [b"1"], [None, None], [0, 0]),
+        (1, [1], ["n" * 65536], [None], [b"1"], [None], [0]),
+        (1, [1], ["n" * 65536], [None], [b"1"], [None], [1]),  # dead: no node, fits
+        (1, [1], ["\ud800"], [None], [b"1"], [None], [0]),
+        (1, [-1], [None], [None], [b"1"], [None], [0]),
+    ],
+)
+def test_encode_segment_rows_fails_as_the_python_encoder_does(cols: tuple) -> None:
+    c = _outcome(segment_format._encode_payload_columns_c, cols)
+    py = _outcome(segment_format.encode_payload_columns_py, cols)
+    assert type(c) is type(py) and (c == py or (isinstance(c, tuple) and c[0] is ValueError))

@@ -42,6 +42,7 @@ import numpy.typing as npt
 import xxhash
 
 from seglog.core.native import speedups
+from seglog.core.payload_blob import encode_blob
 
 DEL_FLAG = 0xD5
 LIVE_FLAG = 0x00
@@ -166,6 +167,51 @@ def _encode_columns_c(
 
 
 encode_columns = encode_columns_py if speedups is None else _encode_columns_c
+
+HOLE_BLOB = b'{"d":null}'  # the payload of a deleted row or a hole
+
+
+def encode_payload_columns_py(
+    first_seq: int,
+    ts: Sequence[int],
+    nodes: Sequence[str | None],
+    tags: Sequence[str | None],
+    datas: Sequence[bytes | None],
+    metas: Sequence[bytes | None],
+    deleted: Sequence[int | bool],
+) -> tuple[bytes, bytes]:
+    """`encode_columns` with each payload blob built from compact JSON columns
+    (`payload_blob.encode_blob`): a deleted row, or one without data, is a hole
+    (`HOLE_BLOB`), and a deleted row keeps no node or tag. The definition of
+    `speedups.encode_segment_rows` (`encode_payload_columns` is whichever serves)."""
+    blobs = [
+        HOLE_BLOB if gone or d is None else encode_blob(d, m)
+        for d, m, gone in zip(datas, metas, deleted, strict=True)
+    ]
+    node = [None if gone else x for x, gone in zip(nodes, deleted, strict=True)]
+    tag = [None if gone else x for x, gone in zip(tags, deleted, strict=True)]
+    return encode_columns_py(first_seq, ts, node, tag, blobs, deleted)
+
+
+def _encode_payload_columns_c(
+    first_seq: int,
+    ts: Sequence[int],
+    nodes: Sequence[str | None],
+    tags: Sequence[str | None],
+    datas: Sequence[bytes | None],
+    metas: Sequence[bytes | None],
+    deleted: Sequence[int | bool],
+) -> tuple[bytes, bytes]:
+    assert speedups is not None
+    files: tuple[bytes, bytes] = speedups.encode_segment_rows(
+        first_seq, ts, nodes, tags, datas, metas, deleted
+    )
+    return files
+
+
+encode_payload_columns = (
+    encode_payload_columns_py if speedups is None else _encode_payload_columns_c
+)
 
 
 def _corrupt(what: str, offset: int, seq: int | None = None) -> SegmentCorruption:

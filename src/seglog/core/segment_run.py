@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from seglog.core.native import xxh3_slices
+from seglog.core.native import byte_slices, xxh3_slices
 from seglog.core.payload_blob import decode_blob
 from seglog.core.segment_format import (
     _CHK,
@@ -103,7 +103,7 @@ def _raise_first(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> 
 def run_blobs_of(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> list[bytes]:
     """`run_blobs`, verified a run at a time."""
     starts, ends = verify_run(chunk, first_seq, offsets, lengths)
-    return [chunk[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+    return byte_slices(chunk, starts, ends)
 
 
 def run_payloads(
@@ -121,9 +121,11 @@ def split_blobs(chunk: bytes, starts: Ints, ends: Ints) -> tuple[list[bytes], li
     if n == 0:
         return [], []
     sliceable = blobs_sliceable(chunk, starts, ends)
-    data_starts = (starts + 5).tolist()
-    data_ends = (ends - 1).tolist()
-    data = [chunk[a:b] for a, b in zip(data_starts, data_ends, strict=True)]
+    # The rest are decoded below; their placeholder slices are empty (a blob too short to
+    # be ours would give reversed bounds).
+    data = byte_slices(
+        chunk, np.where(sliceable, starts + 5, starts), np.where(sliceable, ends - 1, starts)
+    )
     meta: list[bytes | None] = [None] * n
     if not sliceable.all():
         a_list, e_list = starts.tolist(), ends.tolist()

@@ -16,27 +16,21 @@ import logging
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from seglog.core.payload_blob import decode_blob, encode_blob
-from seglog.core.segment_format import encode_columns
+from seglog.core.payload_blob import decode_blob
+from seglog.core.segment_format import encode_payload_columns
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
 
-HOLE_BLOB = b'{"d":null}'
 log = logging.getLogger("seglog.segments")
 
 
 def encode_rows(rows: Rows) -> tuple[bytes, bytes]:
     """The segment files `(data, idx)` of captured rows; dead rows become holes (a deleted
     frame with a null payload)."""
-    dead = rows.dead
-    blobs = [
-        HOLE_BLOB if gone or d is None else encode_blob(d, m)
-        for d, m, gone in zip(rows.data, rows.meta, dead, strict=True)
-    ]
-    node = [None if gone else x for x, gone in zip(rows.node, dead, strict=True)]
-    tag = [None if gone else x for x, gone in zip(rows.tag, dead, strict=True)]
-    return encode_columns(rows.first_seq, rows.ts, node, tag, blobs, dead)
+    return encode_payload_columns(
+        rows.first_seq, rows.ts, rows.node, rows.tag, rows.data, rows.meta, rows.dead
+    )
 
 
 @dataclass(frozen=True, slots=True)
