@@ -6,10 +6,13 @@ real server seals every `segment_max_events` records, and recovery then reuses t
 segments (STORAGE §6 step 8). This measures, on one directory:
 
 - `plan`: `OfflineDir.open` of the topic (what the Spark offline reader's planner runs);
-- `open`: `Engine.open` of a copy of the directory (the server's start before "ready").
+- `open`: `Engine.open` of a copy of the directory (the server's start before "ready");
+- `spark` (only when asked for): the Spark offline read of the directory into the `noop`
+  sink in one `local[2]` session, `--reps` times, each followed by `bench_spark.py`'s
+  Python-source ceiling over as many rows (the first read pays the JVM's warm-up).
 
     python benchmarks/bench_recovery_sealed.py --records 10000000 [--dir D] [--reps 2] \
-        [--only plan|open]
+        [--only plan|open|spark]
 
 Each `open` also reports the process's RSS once the engine is open (after a
 `gc.collect()`) and its peak so far: run with `--only open` for figures that the plans'
@@ -68,18 +71,64 @@ def build(root: Path, n: int) -> None:
     print(f"built {n:,} records in {time.perf_counter() - t0:.1f} s", flush=True)
 
 
+def spark_reads(root: Path, reps: int) -> None:
+    import os
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    import bench_spark
+    from bench_spark import CeilingSource
+    from pyspark import cloudpickle
+    from pyspark.sql import SparkSession
+
+    cloudpickle.register_pickle_by_value(bench_spark)  # the workers cannot import it
+
+    d = OfflineDir.open(root, None, int(time.time() * 1000), running=False)
+    (view,) = d.topics()
+    n = view.count
+    del d
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(CeilingSource)
+    try:
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            spark.read.format("seglog").option("path", str(root)).option("topics", "t").load()\
+                .write.format("noop").mode("overwrite").save()  # fmt: skip
+            dt = time.perf_counter() - t0
+            print(f"spark offline {n:,} records: {dt:.2f} s ({n / dt:,.0f} rec/s)", flush=True)
+            t0 = time.perf_counter()
+            spark.read.format("bench_ceiling").option("rows", n).option("parts", 8).load()\
+                .write.format("noop").mode("overwrite").save()  # fmt: skip
+            dt = time.perf_counter() - t0
+            print(f"  py-ceiling {n:,} rows: {dt:.2f} s ({n / dt:,.0f} rec/s)", flush=True)
+    finally:
+        spark.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--dir", type=Path, help="build here once and reuse (default: a temp dir)")
     ap.add_argument("--reps", type=int, default=2)
-    ap.add_argument("--only", choices=("plan", "open"))
+    ap.add_argument("--only", choices=("plan", "open", "spark"))
     a = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="seglog-bench-rec-"))
     root = a.dir or tmp / "data"
     try:
         if not (root / "meta").exists():
             build(root, a.records)
+        if a.only == "spark":
+            spark_reads(root, a.reps)
+            return
         for _ in range(a.reps if a.only != "open" else 0):
             t0 = time.perf_counter()
             d = OfflineDir.open(root, None, int(time.time() * 1000), running=False)
