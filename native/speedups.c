@@ -309,7 +309,7 @@ static int section(PyObject *o, const char **p, Py_ssize_t *n, int *present) {
 typedef struct {
     const char *node, *tag, *data, *meta;
     Py_ssize_t nl, tl, dn, mn;
-    int has_node, has_tag, gone, wrap, has_meta;
+    int has_node, has_tag, dead, wrap, has_meta;
     uint64_t ts;
 } seg_row;
 
@@ -335,7 +335,8 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
     Py_ssize_t n = 0, viewed = 0;
     uint64_t first_seq = 0;
     for (int c = 0; c < ncols; c++) {
-        cols[c] = PySequence_Fast(cols_in[c], "segment columns must be sequences");
+        /* A tuple copy: nothing a row's __bool__ or __index__ runs can change it under us. */
+        cols[c] = PySequence_Tuple(cols_in[c]);
         if (cols[c] == NULL) goto done;
     }
     n = PySequence_Fast_GET_SIZE(cols[0]);
@@ -367,11 +368,10 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
     for (Py_ssize_t i = 0; i < n; i++) {
         seg_row *r = &rows[i];
         uint64_t seq = first_seq + (uint64_t)i;
-        if (from_payloads) {
-            r->gone = PyObject_IsTrue(dead[i]);
-            if (r->gone < 0) goto done;
-        }
-        PyObject *node = r->gone ? Py_None : nodes[i], *tag = r->gone ? Py_None : tags[i];
+        r->dead = PyObject_IsTrue(dead[i]);
+        if (r->dead < 0) goto done;
+        int hole = from_payloads && r->dead; /* a dead row's payload and labels are gone */
+        PyObject *node = hole ? Py_None : nodes[i], *tag = hole ? Py_None : tags[i];
         if (section(node, &r->node, &r->nl, &r->has_node) < 0 ||
             section(tag, &r->tag, &r->tl, &r->has_tag) < 0)
             goto done;
@@ -380,7 +380,7 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
             viewed = i + 1;
             r->data = (const char *)views[i].buf;
             r->dn = views[i].len;
-        } else if (r->gone || datas[i] == Py_None) {
+        } else if (hole || datas[i] == Py_None) {
             r->data = HOLE;
             r->dn = (Py_ssize_t)(sizeof(HOLE) - 1);
         } else {
@@ -423,11 +423,6 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
     /* Pass 2: the frames and their index entries. */
     for (Py_ssize_t i = 0; i < n; i++) {
         const seg_row *r = &rows[i];
-        int gone = r->gone;
-        if (!from_payloads) {
-            gone = PyObject_IsTrue(dead[i]);
-            if (gone < 0) goto done;
-        }
         uint64_t bl = row_blob_len(r);
         uint32_t flags = (r->has_tag ? 1u : 0u) | (r->has_node ? 2u : 0u);
         uint32_t frame_len = (uint32_t)(SEG_HEADER - 4 + r->nl + r->tl + bl + SEG_TRAILER);
@@ -459,7 +454,7 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
             *q++ = '}';
         }
         put64(q, XXH3_64bits(f + 4, (size_t)(q - f - 4)));
-        q[8] = gone ? SEG_DEL : 0;
+        q[8] = r->dead ? SEG_DEL : 0;
         unsigned char *e = x + i * IDX_ENTRY;
         put32(e, (uint32_t)offset);
         put32(e + 4, frame_len + 4);
@@ -536,7 +531,8 @@ static PyObject *encode_appends(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "append frame field out of range (topic_id, seq or ts)");
         return NULL;
     }
-    PyObject *seq_fast = PySequence_Fast(records, "records must be a sequence");
+    /* A tuple copy: no attribute a record computes can change the sequence under us. */
+    PyObject *seq_fast = PySequence_Tuple(records);
     if (seq_fast == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq_fast), start = PyList_GET_SIZE(out);
     PyObject **items = PySequence_Fast_ITEMS(seq_fast);
