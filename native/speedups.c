@@ -114,6 +114,140 @@ done:
     return out;
 }
 
+/* ---- gather_rows ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(gather_rows_doc,
+"gather_rows(buf, offsets, width) -> bytes\n\n"
+"The `width` bytes at each of `offsets` (a buffer of native int64) of `buf`, one after\n"
+"another: what numpy's buf[offsets[:, None] + arange(width)] holds, without its index\n"
+"array. Raises ValueError if a row is outside buf. Python twin:\n"
+"seglog.core.native.gather_rows_py.");
+
+static PyObject *gather_rows(PyObject *self, PyObject *args) {
+    Py_buffer buf, offsets;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "y*y*n", &buf, &offsets, &width)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = offsets.len / 8;
+    const int64_t *at = (const int64_t *)offsets.buf;
+    if (offsets.len % 8 || width < 0) {
+        PyErr_SetString(PyExc_ValueError, "offsets must be an 8-byte column and width >= 0");
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (at[i] < 0 || at[i] > (int64_t)buf.len - (int64_t)width) {
+            PyErr_Format(PyExc_ValueError, "row %zd at %lld is outside a buffer of %zd bytes", i,
+                         (long long)at[i], buf.len);
+            goto done;
+        }
+    }
+    out = PyBytes_FromStringAndSize(NULL, n * width);
+    if (out == NULL) goto done;
+    char *dst = PyBytes_AS_STRING(out);
+    const char *src = (const char *)buf.buf;
+    for (Py_ssize_t i = 0; i < n; i++) memcpy(dst + i * width, src + at[i], (size_t)width);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&offsets);
+    return out;
+}
+
+/* ---- label_codes ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(label_codes_doc,
+"label_codes(buf, starts, widths, out) -> list[str]\n\n"
+"The distinct labels among the spans buf[starts[i]:starts[i]+widths[i]] (native int64\n"
+"columns), in order of first appearance, each decoded once as UTF-8; out[i] (a writable\n"
+"native uint32 column) is 1 + the index of span i's label. UnicodeDecodeError if a label\n"
+"is not UTF-8; ValueError if a span is outside buf. Python twin:\n"
+"seglog.core.segment_run.label_codes_py.");
+
+typedef struct {
+    uint64_t hash;
+    int64_t start, width;
+    uint32_t code; /* 0: empty slot */
+} label_slot;
+
+static PyObject *label_codes(PyObject *self, PyObject *args) {
+    Py_buffer buf, starts, widths, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &buf, &starts, &widths, &out)) return NULL;
+    PyObject *table = NULL;
+    label_slot *slots = NULL;
+    Py_ssize_t n = starts.len / 8;
+    const int64_t *a = (const int64_t *)starts.buf, *w = (const int64_t *)widths.buf;
+    uint32_t *codes = (uint32_t *)out.buf;
+    const unsigned char *base = (const unsigned char *)buf.buf;
+    if (starts.len % 8 || widths.len != starts.len || out.len != n * 4) {
+        PyErr_SetString(PyExc_ValueError, "starts, widths (int64) and out (uint32) must be of one length");
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (a[i] < 0 || w[i] < 0 || a[i] > (int64_t)buf.len - w[i]) {
+            PyErr_Format(PyExc_ValueError, "span %zd is outside a buffer of %zd bytes", i, buf.len);
+            goto fail;
+        }
+    }
+    table = PyList_New(0);
+    if (table == NULL) goto fail;
+    size_t cap = 64, used = 0;
+    slots = PyMem_Calloc(cap, sizeof(label_slot));
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *p = base + a[i];
+        uint64_t h = XXH3_64bits(p, (size_t)w[i]);
+        size_t k = (size_t)h & (cap - 1);
+        while (slots[k].code && !(slots[k].hash == h && slots[k].width == w[i] &&
+                                  memcmp(base + slots[k].start, p, (size_t)w[i]) == 0))
+            k = (k + 1) & (cap - 1);
+        if (slots[k].code) {
+            codes[i] = slots[k].code;
+            continue;
+        }
+        PyObject *label = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)w[i], NULL);
+        if (label == NULL) goto fail;
+        int rc = PyList_Append(table, label);
+        Py_DECREF(label);
+        if (rc < 0) goto fail;
+        used++;
+        slots[k] = (label_slot){h, a[i], w[i], (uint32_t)used};
+        codes[i] = (uint32_t)used;
+        if (used * 2 > cap) { /* grow: rehash every entry into twice the slots */
+            size_t ncap = cap * 2;
+            label_slot *grown = PyMem_Calloc(ncap, sizeof(label_slot));
+            if (grown == NULL) {
+                PyErr_NoMemory();
+                goto fail;
+            }
+            for (size_t j = 0; j < cap; j++) {
+                if (!slots[j].code) continue;
+                size_t q = (size_t)slots[j].hash & (ncap - 1);
+                while (grown[q].code) q = (q + 1) & (ncap - 1);
+                grown[q] = slots[j];
+            }
+            PyMem_Free(slots);
+            slots = grown;
+            cap = ncap;
+        }
+    }
+    PyMem_Free(slots);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&widths);
+    PyBuffer_Release(&out);
+    return table;
+fail:
+    PyMem_Free(slots);
+    Py_XDECREF(table);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&widths);
+    PyBuffer_Release(&out);
+    return NULL;
+}
+
 /* ---- scan_wal_chunk ---------------------------------------------------------------- */
 
 enum { HEADER_SIZE = 38, MIN_FRAME_LEN = 42, MIN_FRAMED = 46, FLAG_TAG = 1, FLAG_NODE = 2 };
@@ -607,6 +741,8 @@ fail:
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
+    {"gather_rows", gather_rows, METH_VARARGS, gather_rows_doc},
+    {"label_codes", label_codes, METH_VARARGS, label_codes_doc},
     {"scan_wal_chunk", scan_wal_chunk, METH_VARARGS, scan_wal_chunk_doc},
     {"encode_segment", encode_segment, METH_VARARGS, encode_segment_doc},
     {"encode_segment_rows", encode_segment_rows, METH_VARARGS, encode_segment_rows_doc},

@@ -17,7 +17,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.core import append_frames, frame_scanner, native, segment_format
+from seglog.core import append_frames, frame_scanner, native, segment_format, segment_run
 from seglog.core.frame_scanner import _scan_chunk_c, _scan_chunk_py, scan_frames
 from seglog.core.frames import FLAG_MORE, FLAG_NODE, FLAG_TAG, encode_frame
 from tests.core.test_framing import _frame_bytes, frames
@@ -374,3 +374,71 @@ def test_encode_segment_rows_fails_as_the_python_encoder_does(cols: tuple) -> No
     c = _outcome(segment_format._encode_payload_columns_c, cols)
     py = _outcome(segment_format.encode_payload_columns_py, cols)
     assert type(c) is type(py) and (c == py or (isinstance(c, tuple) and c[0] is ValueError))
+
+
+# ---- gathered header rows and label codes ---------------------------------------------------
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(buf=st.binary(min_size=1, max_size=400), data=st.data())
+def test_gather_rows_equals_the_twin(buf: bytes, data: st.DataObject) -> None:
+    width = data.draw(st.integers(0, len(buf)))
+    at = data.draw(st.lists(st.integers(0, len(buf) - width), max_size=30))
+    offsets = np.array(at, np.int64)
+    got = native.gather_rows(buf, offsets, width)
+    assert got == b"".join(buf[a : a + width] for a in at)
+    assert got == native.gather_rows_py(buf, offsets, width)
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize("at", [-1, 8])
+def test_gather_rows_rejects_a_row_outside_the_buffer(impl: str, at: int) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    fn = native.gather_rows if impl == "c" else native.gather_rows_py
+    with pytest.raises(ValueError):
+        fn(b"0123456789", np.array([0, at], np.int64), 3)
+
+
+SPAN_TEXT = st.sampled_from(["", "a", "ab", "é", "g1", "g2", "\U0001f600", "x" * 70, "y" * 65])
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(labels=st.lists(SPAN_TEXT | st.text(max_size=9), max_size=40), junk=st.binary(max_size=5))
+def test_label_codes_decode_the_same_labels_as_the_twin(labels: list[str], junk: bytes) -> None:
+    buf, starts, widths = bytearray(junk), [], []
+    for x in labels:
+        b = x.encode()
+        starts.append(len(buf))
+        widths.append(len(b))
+        buf += b + b"\x00"
+    a, w = np.array(starts, np.int64), np.array(widths, np.int64)
+    for fn in (segment_run._label_codes_c, segment_run.label_codes_py):
+        table, codes = fn(bytes(buf), a, w)
+        assert codes.dtype == np.uint32
+        assert sorted(table) == sorted(set(labels))  # each distinct label once
+        assert [table[c - 1] for c in codes.tolist()] == labels
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize("width", [2, 80])  # the numpy path and the one-by-one path
+def test_label_codes_refuse_a_label_that_is_not_utf8(impl: str, width: int) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    fn = segment_run._label_codes_c if impl == "c" else segment_run.label_codes_py
+    buf = b"ok" + b"\xff" * width
+    with pytest.raises(UnicodeDecodeError):
+        fn(buf, np.array([0, 2], np.int64), np.array([2, width], np.int64))
+
+
+@needs_native
+def test_label_codes_hold_thousands_of_distinct_labels() -> None:
+    labels = [f"tag-{i % 3000}" for i in range(9000)]
+    buf = "".join(labels).encode()
+    widths = np.array([len(x) for x in labels], np.int64)
+    starts = np.concatenate(([0], np.cumsum(widths)[:-1])).astype(np.int64)
+    table, codes = segment_run._label_codes_c(buf, starts, widths)
+    assert len(table) == 3000 and table[:2] == ["tag-0", "tag-1"]  # first appearances
+    assert [table[c - 1] for c in codes.tolist()] == labels

@@ -77,3 +77,21 @@ def byte_slices(buf: bytes, starts: Ints, stops: Ints) -> list[bytes]:
         buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(stops, np.int64)
     )
     return pieces
+
+
+def gather_rows_py(buf: bytes, offsets: Ints, width: int) -> bytes:
+    """The `width` bytes at each of `offsets`, one after another; the C version's twin."""
+    if len(offsets) and ((offsets < 0).any() or (offsets > len(buf) - width).any()):
+        raise ValueError("a row is outside the buffer")
+    whole = np.frombuffer(buf, np.uint8)
+    return whole[offsets[:, None] + np.arange(width)].tobytes()  # type: ignore[no-any-return]
+
+
+def gather_rows(buf: bytes, offsets: Ints, width: int) -> bytes:
+    """The `width` bytes at each of `offsets`, one after another (numpy's
+    `buf[offsets[:, None] + arange(width)]` without its index array), in one C call when
+    the speedups are built. Raises ValueError if a row is outside `buf`."""
+    if speedups is None:
+        return gather_rows_py(buf, offsets, width)
+    rows: bytes = speedups.gather_rows(buf, np.ascontiguousarray(offsets, np.int64), width)
+    return rows

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from seglog.core.native import byte_slices, xxh3_slices
+from seglog.core.native import byte_slices, gather_rows, speedups, xxh3_slices
 from seglog.core.payload_blob import decode_blob
 from seglog.core.segment_format import (
     _CHK,
@@ -40,8 +40,6 @@ FRAME_HEADER_DTYPE = np.dtype(
         "itemsize": HEADER_SIZE,
     }
 )
-_HEADER_SPAN = np.arange(HEADER_SIZE, dtype=np.int64)
-_CHK_SPAN = np.arange(_CHK.size, dtype=np.int64)
 _BLOB_OPEN = np.frombuffer(b'{"d":', np.uint8)
 _CLOSE = ord("}")
 
@@ -71,8 +69,7 @@ def verify_headers(
         return np.zeros(0, FRAME_HEADER_DTYPE), offsets, ends
     if (offsets < 0).any() or (ends > size).any() or (lengths < MIN_FRAME_LEN + 4).any():
         _raise_first(chunk, first_seq, offsets, lengths)
-    buf = np.frombuffer(chunk, np.uint8)
-    hdr = buf[offsets[:, None] + _HEADER_SPAN].view(FRAME_HEADER_DTYPE).reshape(n)
+    hdr = np.frombuffer(gather_rows(chunk, offsets, HEADER_SIZE), FRAME_HEADER_DTYPE)
     body_ends = ends - 9
     sections = (
         hdr["node_len"].astype(np.int64)
@@ -82,7 +79,7 @@ def verify_headers(
     expected_seqs = np.arange(first_seq, first_seq + n, dtype=np.uint64)
     bad_sum = False
     if checksums:
-        stored = buf[body_ends[:, None] + _CHK_SPAN].view("<u8").reshape(n)
+        stored = np.frombuffer(gather_rows(chunk, body_ends, _CHK.size), "<u8")
         sums = xxh3_slices(chunk, offsets + 4, body_ends)
         bad_sum = bool((sums != stored).any())
     if (
@@ -327,21 +324,48 @@ def layout_coded_labels(
 def _coded(
     data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints
 ) -> tuple[list[str], npt.NDArray[np.uint32]]:
-    n = len(present)
-    codes = np.zeros(n, np.uint32)
+    codes = np.zeros(len(present), np.uint32)
     rows = np.flatnonzero(present)
     if not len(rows):
         return [], codes
-    starts, widths = at[rows], width[rows]
+    texts, row_codes = label_codes(data, at[rows], width[rows])
+    codes[rows] = row_codes
+    return texts, codes
+
+
+def label_codes_py(
+    data: bytes, starts: Ints, widths: Ints
+) -> tuple[list[str], npt.NDArray[np.uint32]]:
+    """The distinct labels among the spans `data[starts[i] : starts[i] + widths[i]]`, each
+    decoded once as UTF-8 (`UnicodeDecodeError` if one is not), and each span's code: 1 +
+    its label's index. (The order of the table is not part of the contract: this one sorts
+    short labels by their bytes, `speedups.label_codes` keeps first appearances.)"""
+    n = len(starts)
+    if not n:
+        return [], np.zeros(0, np.uint32)
     if int(widths.max()) > _SHORT_LABEL:  # rare: decode one by one
+        codes = np.zeros(n, np.uint32)
         table: dict[str, int] = {}
-        for i, a, w in zip(rows.tolist(), starts.tolist(), widths.tolist(), strict=True):
+        for i, a, w in zip(range(n), starts.tolist(), widths.tolist(), strict=True):
             label = data[a : a + w].decode()
             codes[i] = table.get(label) or table.setdefault(label, len(table) + 1)
         return list(table), codes
     texts, inverse = _distinct(data, starts, widths)
-    codes[rows] = inverse + 1
-    return texts.tolist(), codes
+    return texts.tolist(), (inverse + 1).astype(np.uint32)
+
+
+def _label_codes_c(
+    data: bytes, starts: Ints, widths: Ints
+) -> tuple[list[str], npt.NDArray[np.uint32]]:
+    assert speedups is not None
+    codes = np.empty(len(starts), np.uint32)
+    texts: list[str] = speedups.label_codes(
+        data, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(widths, np.int64), codes
+    )
+    return texts, codes
+
+
+label_codes = label_codes_py if speedups is None else _label_codes_c
 
 
 def _distinct(
