@@ -33,7 +33,7 @@ PyDoc_STRVAR(xxh3_slices_doc,
 "xxh3_slices(buf, starts, stops, out) -> None\n\n"
 "XXH3-64 (seed 0) of buf[starts[i]:stops[i]] into out[i]. starts and stops are buffers of\n"
 "native int64, out a writable buffer of native uint64, all of one length. Raises\n"
-"ValueError, hashing nothing, if any slice is out of buf's bounds or reversed.\n"
+"ValueError if any slice is out of buf's bounds or reversed (out is then undefined).\n"
 "Python twin: seglog.core.native.xxh3_slices_py.");
 
 static PyObject *xxh3_slices(PyObject *self, PyObject *args) {
@@ -45,21 +45,31 @@ static PyObject *xxh3_slices(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "starts, stops and out must be 8-byte columns of one length");
         goto done;
     }
-    const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)buf.len) {
-            PyErr_Format(PyExc_ValueError, "slice %zd [%lld:%lld] is outside a buffer of %zd bytes",
-                         i, (long long)a[i], (long long)b[i], buf.len);
-            goto done;
-        }
-    }
     {
+        const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
         const unsigned char *base = (const unsigned char *)buf.buf;
         uint64_t *sums = (uint64_t *)out.buf;
-        /* Readers on two threads (the segment reader's `read_many`) hash in parallel. */
+        const int64_t size = (int64_t)buf.len;
+        Py_ssize_t bad = -1;
+        int64_t bad_a = 0, bad_b = 0;
+        /* Readers on two threads (the segment reader's `read_many`) hash in parallel. Each
+         * bound is read once, checked, then used: `out` may alias the bounds, and without
+         * the GIL another thread may write to them. */
         Py_BEGIN_ALLOW_THREADS
-        for (Py_ssize_t i = 0; i < n; i++) sums[i] = XXH3_64bits(base + a[i], (size_t)(b[i] - a[i]));
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t lo = a[i], hi = b[i];
+            if (lo < 0 || lo > hi || hi > size) {
+                bad = i, bad_a = lo, bad_b = hi;
+                break;
+            }
+            sums[i] = XXH3_64bits(base + lo, (size_t)(hi - lo));
+        }
         Py_END_ALLOW_THREADS
+        if (bad >= 0) {
+            PyErr_Format(PyExc_ValueError, "slice %zd [%lld:%lld] is outside a buffer of %zd bytes",
+                         bad, (long long)bad_a, (long long)bad_b, buf.len);
+            goto done;
+        }
     }
     result = Py_None;
     Py_INCREF(result);
@@ -159,7 +169,7 @@ PyDoc_STRVAR(label_codes_doc,
 "The distinct labels among the spans buf[starts[i]:starts[i]+widths[i]] (native int64\n"
 "columns), in order of first appearance, each decoded once as UTF-8; out[i] (a writable\n"
 "native uint32 column) is 1 + the index of span i's label. UnicodeDecodeError if a label\n"
-"is not UTF-8; ValueError if a span is outside buf. Python twin:\n"
+"is not UTF-8; ValueError if a span is outside buf (out is then undefined). Python twin:\n"
 "seglog.core.segment_run.label_codes_py.");
 
 typedef struct {
@@ -181,12 +191,6 @@ static PyObject *label_codes(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "starts, widths (int64) and out (uint32) must be of one length");
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (a[i] < 0 || w[i] < 0 || a[i] > (int64_t)buf.len - w[i]) {
-            PyErr_Format(PyExc_ValueError, "span %zd is outside a buffer of %zd bytes", i, buf.len);
-            goto fail;
-        }
-    }
     table = PyList_New(0);
     if (table == NULL) goto fail;
     size_t cap = 64, used = 0;
@@ -196,23 +200,29 @@ static PyObject *label_codes(PyObject *self, PyObject *args) {
         goto fail;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        const unsigned char *p = base + a[i];
-        uint64_t h = XXH3_64bits(p, (size_t)w[i]);
+        /* Read once, checked, then used: `out` may alias the spans. */
+        int64_t at = a[i], width = w[i];
+        if (at < 0 || width < 0 || at > (int64_t)buf.len - width) {
+            PyErr_Format(PyExc_ValueError, "span %zd is outside a buffer of %zd bytes", i, buf.len);
+            goto fail;
+        }
+        const unsigned char *p = base + at;
+        uint64_t h = XXH3_64bits(p, (size_t)width);
         size_t k = (size_t)h & (cap - 1);
-        while (slots[k].code && !(slots[k].hash == h && slots[k].width == w[i] &&
-                                  memcmp(base + slots[k].start, p, (size_t)w[i]) == 0))
+        while (slots[k].code && !(slots[k].hash == h && slots[k].width == width &&
+                                  memcmp(base + slots[k].start, p, (size_t)width) == 0))
             k = (k + 1) & (cap - 1);
         if (slots[k].code) {
             codes[i] = slots[k].code;
             continue;
         }
-        PyObject *label = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)w[i], NULL);
+        PyObject *label = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)width, NULL);
         if (label == NULL) goto fail;
         int rc = PyList_Append(table, label);
         Py_DECREF(label);
         if (rc < 0) goto fail;
         used++;
-        slots[k] = (label_slot){h, a[i], w[i], (uint32_t)used};
+        slots[k] = (label_slot){h, at, width, (uint32_t)used};
         codes[i] = (uint32_t)used;
         if (used * 2 > cap) { /* grow: rehash every entry into twice the slots */
             size_t ncap = cap * 2;
@@ -284,8 +294,8 @@ static PyObject *scan_wal_chunk(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "valid_types must be 256 bytes");
         goto fail;
     }
-    if (off < 0 || off > src.len) {
-        PyErr_SetString(PyExc_ValueError, "offset outside the buffer");
+    if (off < 0) { /* past the end is the logical end, as in the twin */
+        PyErr_SetString(PyExc_ValueError, "a negative offset");
         goto fail;
     }
     out = PyList_New(0);
@@ -391,7 +401,7 @@ PyDoc_STRVAR(encode_segment_rows_doc,
 "encode_segment_rows(first_seq, ts, nodes, tags, datas, metas, deleted) -> (data, idx)\n\n"
 "encode_segment with each payload blob built from compact JSON columns: {\"d\":data} or\n"
 "{\"d\":data,\"m\":meta}; a deleted row, or one without data, is a hole ({\"d\":null}) and\n"
-"a deleted row has no node or tag. Python twin:\n"
+"a deleted row has no node or tag; data and meta must be bytes. Python twin:\n"
 "seglog.core.segment_format.encode_payload_columns_py.");
 
 static inline void put16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
@@ -623,7 +633,8 @@ PyDoc_STRVAR(encode_appends_doc,
 "each frame but the last flagged `more`. A record has data_json (bytes), meta_json (bytes\n"
 "or None), node and tag (str or None); its payload blob is {\"d\":data} or\n"
 "{\"d\":data,\"m\":meta}. ValueError when a field does not fit its width; `out` is then\n"
-"unchanged. Python twin: seglog.core.frames.encode_appends_py.");
+"unchanged. Data and meta must be bytes (TypeError otherwise). Python twin:\n"
+"seglog.core.append_frames.encode_appends_py.");
 
 /* A record's attribute as a byte span (bytes) or UTF-8 (str); None is absent. 0 ok. */
 static int attr_span(PyObject *rec, PyObject *name, int text, PyObject **keep, const char **p,
@@ -658,40 +669,35 @@ static PyObject *encode_appends(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOOpO!", &tid_obj, &first_obj, &ts_obj, &records, &durable,
                           &PyList_Type, &out))
         return NULL;
-    uint64_t tid, first, ts;
+    uint64_t tid = 0, first = 0, ts = 0;
     int r1 = as_u64(tid_obj, &tid), r2 = as_u64(first_obj, &first), r3 = as_u64(ts_obj, &ts);
     if (r1 < 0 || r2 < 0 || r3 < 0) return NULL;
-    if (r1 || r2 || r3) {
-        PyErr_SetString(PyExc_ValueError, "append frame field out of range (topic_id, seq or ts)");
-        return NULL;
-    }
+    int header_wide = r1 || r2 || r3; /* raised at the first record, where the twin packs */
     /* A tuple copy: no attribute a record computes can change the sequence under us. */
     PyObject *seq_fast = PySequence_Tuple(records);
     if (seq_fast == NULL) return NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq_fast), start = PyList_GET_SIZE(out);
     PyObject **items = PySequence_Fast_ITEMS(seq_fast);
-    if (n > 0 && first + (uint64_t)(n - 1) < first) {
-        PyErr_SetString(PyExc_ValueError, "append frame field out of range (seq)");
-        goto fail;
-    }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *keep[4] = {NULL, NULL, NULL, NULL};
         const char *dp = "", *mp = "", *np_ = "", *tp = "";
         Py_ssize_t dn = 0, mn = 0, nn = 0, tn = 0;
         int hd = 0, hm = 0, hn = 0, ht = 0;
-        int bad = attr_span(items[i], s_data_json, 0, &keep[0], &dp, &dn, &hd) < 0 ||
-                  attr_span(items[i], s_meta_json, 0, &keep[1], &mp, &mn, &hm) < 0 ||
-                  attr_span(items[i], s_node, 1, &keep[2], &np_, &nn, &hn) < 0 ||
-                  attr_span(items[i], s_tag, 1, &keep[3], &tp, &tn, &ht) < 0;
+        /* In the twin's order: the payload blob (data, then meta), then node and tag. */
+        int bad = attr_span(items[i], s_data_json, 0, &keep[0], &dp, &dn, &hd) < 0;
         if (!bad && !hd) {
             PyErr_SetString(PyExc_TypeError, "a record's data_json must be bytes");
             bad = 1;
         }
+        bad = bad || attr_span(items[i], s_meta_json, 0, &keep[1], &mp, &mn, &hm) < 0 ||
+              attr_span(items[i], s_node, 1, &keep[2], &np_, &nn, &hn) < 0 ||
+              attr_span(items[i], s_tag, 1, &keep[3], &tp, &tn, &ht) < 0;
         uint64_t dl = (uint64_t)dn + 6 + (hm ? (uint64_t)mn + 5 : 0); /* {"d": .. [,"m": ..] } */
         uint64_t frame_len = MIN_FRAME_LEN + (uint64_t)nn + (uint64_t)tn + dl;
-        if (!bad && (nn > 0xFFFF || tn > 0xFFFF || dl > 0xFFFFFFFFu || frame_len > 0xFFFFFFFFu - 4)) {
-            PyErr_Format(PyExc_ValueError, "append frame field out of range near seq %llu",
-                         (unsigned long long)(first + (uint64_t)i));
+        int seq_wide = i > 0 && first + (uint64_t)i < first;
+        if (!bad && (header_wide || seq_wide || nn > 0xFFFF || tn > 0xFFFF || dl > 0xFFFFFFFFu ||
+                     frame_len > 0xFFFFFFFFu)) {
+            PyErr_Format(PyExc_ValueError, "append frame field out of range at record %zd", i);
             bad = 1;
         }
         PyObject *frame = bad ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + frame_len));

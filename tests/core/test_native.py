@@ -5,6 +5,7 @@ so there a missing build fails instead of skipping."""
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import subprocess
@@ -114,6 +115,7 @@ def damaged_logs(draw: st.DrawFn) -> bytes:
                 _frame_bytes(0, 0, (b"", b"", b"x")),
                 _frame_bytes(1, 0, (b"", b"", b'{"d":1}'), lens=(0, 0, 3)),
                 _frame_bytes(8, 0, (b"", b"", b"short")),  # a checkpoint body that fails
+                _frame_bytes(1, 0xF8 | FLAG_TAG, (b"", b"t", b'{"d":2}')),  # more + reserved bits
             ]
         )
     )
@@ -187,13 +189,14 @@ def test_scan_wal_chunk_propagates_an_unexpected_body_check_error() -> None:
 
 
 @needs_native
-@pytest.mark.parametrize("off", [-1, 5])
-def test_scan_wal_chunk_rejects_an_offset_outside_the_buffer(off: int) -> None:
+def test_scan_wal_chunk_refuses_a_negative_offset_and_ends_past_the_buffer() -> None:
     assert native.speedups is not None
+    known, ok = frame_scanner._KNOWN_TYPES, frame_scanner._body_ok
     with pytest.raises(ValueError):
-        native.speedups.scan_wal_chunk(
-            b"abcd", off, 10, True, frame_scanner._KNOWN_TYPES, 1, frame_scanner._body_ok
-        )
+        native.speedups.scan_wal_chunk(b"abcd", -1, 10, True, known, 1, ok)
+    assert native.speedups.scan_wal_chunk(b"abcd", 5, 10, True, known, 1, ok) == ([], 5, True)
+    with memoryview(b"abcd") as mv:
+        assert _scan_chunk_py(b"abcd", mv, 5, 10) == ([], 5, True)
 
 
 # ---- the switch -----------------------------------------------------------------------------
@@ -381,7 +384,7 @@ def test_encode_segment_rows_fails_as_the_python_encoder_does(cols: tuple) -> No
 
 @needs_native
 @settings(max_examples=200, deadline=None)
-@given(buf=st.binary(min_size=1, max_size=400), data=st.data())
+@given(buf=st.binary(max_size=400), data=st.data())
 def test_gather_rows_equals_the_twin(buf: bytes, data: st.DataObject) -> None:
     width = data.draw(st.integers(0, len(buf)))
     at = data.draw(st.lists(st.integers(0, len(buf) - width), max_size=30))
@@ -442,3 +445,74 @@ def test_label_codes_hold_thousands_of_distinct_labels() -> None:
     table, codes = segment_run._label_codes_c(buf, starts, widths)
     assert len(table) == 3000 and table[:2] == ["tag-0", "tag-1"]  # first appearances
     assert [table[c - 1] for c in codes.tolist()] == labels
+
+
+# ---- inputs only a direct caller could build (the review's cases) -------------------------
+
+
+@needs_native
+def test_an_output_column_aliasing_the_bounds_is_safe() -> None:
+    """Each bound is read once, checked, then used: an `out` that overlaps the bounds
+    cannot make a later, already-checked bound point outside the buffer."""
+    assert native.speedups is not None
+    x = np.zeros(3, np.int64)
+    x[0:2] = [8, 8]
+    with contextlib.suppress(ValueError):  # a hash written over a bound is out of range
+        native.speedups.xxh3_slices(
+            b"x" * 64, np.zeros(2, np.int64), x[0:2], x[1:3].view(np.uint64)
+        )
+    y = np.zeros(4, np.int64)
+    with contextlib.suppress(ValueError):
+        native.speedups.label_codes(
+            b"x" * 64, y[0:2], np.array([1, 1], np.int64), y.view(np.uint32)[3:5]
+        )
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize("spans", [(b"abc", [2], [4]), (b"abc", [-1], [1]), (b"abc", [0], [-1])])
+def test_label_codes_refuse_a_span_outside_the_buffer(impl: str, spans: tuple) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    fn = segment_run._label_codes_c if impl == "c" else segment_run.label_codes_py
+    data, starts, widths = spans
+    with pytest.raises(ValueError):
+        fn(data, np.array(starts, np.int64), np.array(widths, np.int64))
+
+
+@needs_native
+def test_label_codes_of_empty_labels_in_an_empty_buffer() -> None:
+    for fn in (segment_run._label_codes_c, segment_run.label_codes_py):
+        table, codes = fn(b"", np.zeros(3, np.int64), np.zeros(3, np.int64))
+        assert table == [""] and codes.tolist() == [1, 1, 1]
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+def test_gather_rows_refuses_a_negative_width(impl: str) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    fn = native.gather_rows if impl == "c" else native.gather_rows_py
+    with pytest.raises(ValueError):
+        fn(b"abc", np.zeros(1, np.int64), -1)
+
+
+@needs_native
+@pytest.mark.parametrize(
+    "case",
+    [
+        (2**64, 1, 1, []),  # nothing to pack: no error, as the twin
+        (1, 1, -1, []),
+        (1, 1, -1, [_Rec(None)]),  # type: ignore[arg-type]  # the blob fails first
+        (1, 2**64 - 1, 1, [_Rec(b"1"), _Rec(b"2", node="\ud800")]),  # the label first
+        (1, 1, 1, [_Rec(None, node="\ud800")]),  # type: ignore[arg-type]
+    ],
+)
+def test_encode_appends_raise_where_the_twin_does(case: tuple) -> None:
+    outcomes = []
+    for fn in (append_frames._encode_appends_c, append_frames.encode_appends_py):
+        out: list[bytes] = [b"keep"]
+        try:
+            fn(*case[:3], case[3], True, out)
+            outcomes.append(("ok", out))
+        except (ValueError, TypeError) as e:
+            outcomes.append((type(e).__name__, out))
+    assert outcomes[0] == outcomes[1]

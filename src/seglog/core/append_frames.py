@@ -39,7 +39,8 @@ def encode_appends_py(
     out: list[bytes],
 ) -> None:
     """Append to `out` one frame per record, seq `first_seq + i`. Raises ValueError (and
-    leaves `out` as it was) when a field does not fit its width."""
+    leaves `out` as it was) when a field does not fit its width. Data and meta are `bytes`
+    (the C version refuses other buffers)."""
     frames: list[bytes] = []
     last = first_seq + len(records) - 1
     seq = first_seq

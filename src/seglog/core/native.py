@@ -81,7 +81,7 @@ def byte_slices(buf: bytes, starts: Ints, stops: Ints) -> list[bytes]:
 
 def gather_rows_py(buf: bytes, offsets: Ints, width: int) -> bytes:
     """The `width` bytes at each of `offsets`, one after another; the C version's twin."""
-    if len(offsets) and ((offsets < 0).any() or (offsets > len(buf) - width).any()):
+    if width < 0 or (len(offsets) and ((offsets < 0).any() or (offsets > len(buf) - width).any())):
         raise ValueError("a row is outside the buffer")
     whole = np.frombuffer(buf, np.uint8)
     return whole[offsets[:, None] + np.arange(width)].tobytes()  # type: ignore[no-any-return]

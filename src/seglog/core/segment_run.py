@@ -337,12 +337,16 @@ def label_codes_py(
     data: bytes, starts: Ints, widths: Ints
 ) -> tuple[list[str], npt.NDArray[np.uint32]]:
     """The distinct labels among the spans `data[starts[i] : starts[i] + widths[i]]`, each
-    decoded once as UTF-8 (`UnicodeDecodeError` if one is not), and each span's code: 1 +
-    its label's index. (The order of the table is not part of the contract: this one sorts
+    decoded once as UTF-8 (`UnicodeDecodeError` if one is not; ValueError if a span is
+    outside `data`), and each span's code: 1 + its label's index. (The order of the table is not part of the contract: this one sorts
     short labels by their bytes, `speedups.label_codes` keeps first appearances.)"""
     n = len(starts)
     if not n:
         return [], np.zeros(0, np.uint32)
+    if (starts < 0).any() or (widths < 0).any() or (starts + widths > len(data)).any():
+        raise ValueError("a label span is outside the buffer")
+    if not len(data):  # every span is empty
+        return [""], np.ones(n, np.uint32)
     if int(widths.max()) > _SHORT_LABEL:  # rare: decode one by one
         codes = np.zeros(n, np.uint32)
         table: dict[str, int] = {}
