@@ -5,6 +5,7 @@ from whichever thread published; they hop onto the loop with `call_soon_threadsa
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Protocol
 
@@ -54,6 +55,13 @@ async def finish_write(engine: Engine, pw: PendingWrite) -> WriteResult:
     return engine.write_publish(pw)
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 def _expire(fut: asyncio.Future[bool]) -> None:
     if not fut.done():
         fut.set_result(False)
@@ -84,6 +92,9 @@ class AppendWaiters:
     ) -> None:
         self._engine = engine
         self._loop = loop
+        # The loop's thread, when built on it (the app's startup); else every hop is
+        # thread-safe.
+        self._loop_thread = threading.get_ident() if _running_loop() is loop else None
         self._waiters: dict[str, set[asyncio.Future[bool]]] = {}
         self.hook: WakeHook | None = None
         self.scheduler = DeliveryScheduler(
@@ -97,8 +108,13 @@ class AppendWaiters:
 
     def _on_append(self, topic: str, head: int) -> None:
         # Unconditional hop: a waiter may register on the loop between a publisher
-        # thread's membership check and its wake-up, and must not sleep through it.
-        self._loop.call_soon_threadsafe(self._mark, topic)
+        # thread's membership check and its wake-up, and must not sleep through it. From
+        # the loop's own thread (a write published by its handler) a plain `call_soon`
+        # does the same without writing to the loop's wake-up pipe.
+        if threading.get_ident() == self._loop_thread:
+            self._loop.call_soon(self._mark, topic)
+        else:
+            self._loop.call_soon_threadsafe(self._mark, topic)
 
     def _mark(self, topic: str) -> None:
         hook = self.hook
