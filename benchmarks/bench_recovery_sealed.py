@@ -78,9 +78,7 @@ def spark_reads(root: Path, reps: int) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     import bench_spark
-    from bench_spark import CeilingSource
     from pyspark import cloudpickle
-    from pyspark.sql import SparkSession
 
     cloudpickle.register_pickle_by_value(bench_spark)  # the workers cannot import it
 
@@ -88,16 +86,7 @@ def spark_reads(root: Path, reps: int) -> None:
     (view,) = d.topics()
     n = view.count
     del d
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.memory", "4g")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(CeilingSource)
+    spark = bench_spark.bench_session("local[2]")
     try:
         for _ in range(reps):
             t0 = time.perf_counter()

@@ -44,6 +44,23 @@ def data_text(i: int) -> str:
     return f'{{"i":{i},"user":"u{i % 1000:04d}","page":"/p/{i % 50:02d}","ok":true}}'
 
 
+def bench_session(master: str) -> Any:
+    """The benchmarks' SparkSession: no UI, loopback driver, 4 GB, the ceiling registered."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master(master)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(CeilingSource)
+    return spark
+
+
 class CeilingSource(DataSource):  # type: ignore[misc]
     """Yields pre-built Arrow batches: what a Python data source costs with no work."""
 
@@ -179,8 +196,6 @@ def main() -> int:
     a = p.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
     from seglog.client import Client
 
     base = Path(tempfile.mkdtemp(prefix="seglog-bench-"))
@@ -194,16 +209,7 @@ def main() -> int:
         dt = time.perf_counter() - t0
         print(f"loaded {n:,d} records in {dt:.1f} s ({n / dt:,.0f} rec/s)", flush=True)
         write_parquet(base / "parquet", n, parts)
-        spark = (
-            SparkSession.builder.master(a.master)
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.memory", "4g")
-            .getOrCreate()
-        )
-        spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(CeilingSource)
+        spark = bench_session(a.master)
 
         def seglog_read() -> Any:  # a fresh reader each time: `.option` mutates it
             return spark.read.format("seglog").option("url", url).option("topics", "bench")
