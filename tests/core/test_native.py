@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -25,6 +26,27 @@ from tests.core.test_framing import _frame_bytes, frames
 
 if native.speedups is None and os.environ.get("SEGLOG_REQUIRE_NATIVE") == "1":
     pytest.fail("seglog._speedups is not built (SEGLOG_REQUIRE_NATIVE=1)", pytrace=False)
+
+
+def _c() -> ModuleType:
+    """The C module, in tests marked `needs_native`."""
+    assert native.speedups is not None
+    return native.speedups
+
+
+def _append_outcomes(case: tuple) -> list[tuple[str, list[bytes]]]:
+    """`(outcome, out)` of the C `encode_appends` and of its twin on `case`."""
+    outcomes = []
+    for fn in (_c().encode_appends, append_frames.encode_appends_py):
+        out: list[bytes] = [b"keep"]
+        try:
+            fn(*case[:3], case[3], True, out)
+            outcomes.append(("ok", out))
+        except (ValueError, TypeError) as e:
+            outcomes.append((type(e).__name__, out))
+    return outcomes
+
+
 needs_native = pytest.mark.skipif(
     native.speedups is None,
     reason="seglog._speedups not loaded (not built, or SEGLOG_PURE_PYTHON set)",
@@ -235,7 +257,7 @@ def segment_columns(draw: st.DrawFn) -> tuple[int, list, list, list, list, list]
 @settings(max_examples=300, deadline=None)
 @given(cols=segment_columns())
 def test_encode_segment_equals_the_python_encoder(cols: tuple) -> None:
-    assert segment_format._encode_columns_c(*cols) == segment_format.encode_columns_py(*cols)
+    assert _c().encode_segment(*cols) == segment_format.encode_columns_py(*cols)
 
 
 def _outcome(fn: object, cols: tuple) -> object:
@@ -266,7 +288,7 @@ def _outcome(fn: object, cols: tuple) -> object:
     ],
 )
 def test_encode_segment_fails_as_the_python_encoder_does(cols: tuple) -> None:
-    c = _outcome(segment_format._encode_columns_c, cols)
+    c = _outcome(_c().encode_segment, cols)
     py = _outcome(segment_format.encode_columns_py, cols)
     assert c == py
 
@@ -303,7 +325,7 @@ def test_encode_appends_equals_the_python_encoder(
     want: list[bytes] = [b"head"]
     got: list[bytes] = [b"head"]
     append_frames.encode_appends_py(tid, first, ts, records, durable, want)
-    append_frames._encode_appends_c(tid, first, ts, records, durable, got)
+    _c().encode_appends(tid, first, ts, records, durable, got)
     assert got == want
     # and they read back as the records, each but the last flagged `more`
     frames_, _ = scan_frames(b"".join(got[1:]))
@@ -326,14 +348,7 @@ def test_encode_appends_equals_the_python_encoder(
     ],
 )
 def test_encode_appends_fails_as_the_python_encoder_does(case: tuple) -> None:
-    outcomes = []
-    for fn in (append_frames._encode_appends_c, append_frames.encode_appends_py):
-        out: list[bytes] = [b"keep"]
-        try:
-            fn(*case[:3], case[3], True, out)
-            outcomes.append(("ok", out))
-        except (ValueError, TypeError) as e:
-            outcomes.append((type(e).__name__, out))
+    outcomes = _append_outcomes(case)
     assert outcomes[0] == outcomes[1]
     assert outcomes[0][0] != "ok" and outcomes[0][1] == [b"keep"]
 
@@ -356,9 +371,7 @@ def test_encode_segment_rows_equals_the_python_encoder(
     datas = [d for d, _ in payloads[:n]]
     metas = [m for _, m in payloads[:n]]
     args = (first, ts, nodes, tags, datas, metas, bytearray(bool(x) for x in dead))
-    assert segment_format._encode_payload_columns_c(
-        *args
-    ) == segment_format.encode_payload_columns_py(*args)
+    assert _c().encode_segment_rows(*args) == segment_format.encode_payload_columns_py(*args)
 
 
 @needs_native
@@ -374,7 +387,7 @@ def test_encode_segment_rows_equals_the_python_encoder(
     ],
 )
 def test_encode_segment_rows_fails_as_the_python_encoder_does(cols: tuple) -> None:
-    c = _outcome(segment_format._encode_payload_columns_c, cols)
+    c = _outcome(_c().encode_segment_rows, cols)
     py = _outcome(segment_format.encode_payload_columns_py, cols)
     assert type(c) is type(py) and (c == py or (isinstance(c, tuple) and c[0] is ValueError))
 
@@ -507,12 +520,5 @@ def test_gather_rows_refuses_a_negative_width(impl: str) -> None:
     ],
 )
 def test_encode_appends_raise_where_the_twin_does(case: tuple) -> None:
-    outcomes = []
-    for fn in (append_frames._encode_appends_c, append_frames.encode_appends_py):
-        out: list[bytes] = [b"keep"]
-        try:
-            fn(*case[:3], case[3], True, out)
-            outcomes.append(("ok", out))
-        except (ValueError, TypeError) as e:
-            outcomes.append((type(e).__name__, out))
+    outcomes = _append_outcomes(case)
     assert outcomes[0] == outcomes[1]

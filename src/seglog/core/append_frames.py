@@ -56,16 +56,5 @@ def encode_appends_py(
     out.extend(frames)
 
 
-def _encode_appends_c(
-    topic_id: int,
-    first_seq: int,
-    ts: int,
-    records: Sequence[AppendSource],
-    durable: bool,
-    out: list[bytes],
-) -> None:
-    assert speedups is not None
-    speedups.encode_appends(topic_id, first_seq, ts, records, durable, out)
-
-
-encode_appends = encode_appends_py if speedups is None else _encode_appends_c
+# `speedups.encode_appends` takes the twin's arguments and does what it does.
+encode_appends = encode_appends_py if speedups is None else speedups.encode_appends

@@ -153,20 +153,8 @@ def encode_columns_py(
     return b"".join(parts), b"".join(entries)
 
 
-def _encode_columns_c(
-    first_seq: int,
-    ts: Sequence[int],
-    nodes: Sequence[str | None],
-    tags: Sequence[str | None],
-    blobs: Sequence[bytes],
-    deleted: Sequence[int | bool],
-) -> tuple[bytes, bytes]:
-    assert speedups is not None
-    files: tuple[bytes, bytes] = speedups.encode_segment(first_seq, ts, nodes, tags, blobs, deleted)
-    return files
-
-
-encode_columns = encode_columns_py if speedups is None else _encode_columns_c
+# `speedups.encode_segment` takes the twin's arguments and returns what it returns.
+encode_columns = encode_columns_py if speedups is None else speedups.encode_segment
 
 HOLE_BLOB = b'{"d":null}'  # the payload of a deleted row or a hole
 
@@ -193,24 +181,9 @@ def encode_payload_columns_py(
     return encode_columns_py(first_seq, ts, node, tag, blobs, deleted)
 
 
-def _encode_payload_columns_c(
-    first_seq: int,
-    ts: Sequence[int],
-    nodes: Sequence[str | None],
-    tags: Sequence[str | None],
-    datas: Sequence[bytes | None],
-    metas: Sequence[bytes | None],
-    deleted: Sequence[int | bool],
-) -> tuple[bytes, bytes]:
-    assert speedups is not None
-    files: tuple[bytes, bytes] = speedups.encode_segment_rows(
-        first_seq, ts, nodes, tags, datas, metas, deleted
-    )
-    return files
-
-
+# `speedups.encode_segment_rows` takes the twin's arguments and returns what it returns.
 encode_payload_columns = (
-    encode_payload_columns_py if speedups is None else _encode_payload_columns_c
+    encode_payload_columns_py if speedups is None else speedups.encode_segment_rows
 )
 
 
