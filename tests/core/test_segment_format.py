@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import struct
 
 import numpy as np
@@ -18,6 +19,7 @@ from seglog.core.segment_format import (
     decode_frame,
     decode_frame_at,
     encode_segment,
+    flag_runs,
     idx_lookup,
     idx_view,
     iter_frames,
@@ -229,3 +231,26 @@ def test_run_blobs_verifies_every_frame_like_decode_frame() -> None:
         run_blobs(data, 41, [0, first_len - 1], lengths)
     with pytest.raises(SegmentCorruption, match="index length"):
         run_blobs(data, 41, offsets, [first_len + 1, len(data) - first_len])
+
+
+@given(st.sets(st.integers(0, 40_000), max_size=60), st.sampled_from([1, 64, 4096]))
+def test_flag_runs_cover_each_position_once_and_only_pages_with_flags(
+    chosen: set[int], page: int
+) -> None:
+    positions = sorted(chosen)
+    runs = flag_runs(positions, page)
+    # every position in exactly one run, runs ascending and disjoint, ends are flags
+    assert [p for p in positions if any(a <= p <= b for a, b in runs)] == positions
+    assert all(b1 < a2 for (_, b1), (a2, _) in itertools.pairwise(runs))
+    assert {a for a, _ in runs} | {b for _, b in runs} <= set(positions)
+    flagged_pages = {p // page for p in positions}
+    for a, b in runs:
+        assert set(range(a // page, b // page + 1)) <= flagged_pages  # no flag-free page
+    # maximal: the next run starts more than one page after the previous one ended
+    assert all(a2 // page - b1 // page > 1 for (_, b1), (a2, _) in itertools.pairwise(runs))
+
+
+def test_flag_runs_examples() -> None:
+    assert flag_runs([], 4096) == []
+    assert flag_runs([5, 90, 4000, 8191], 4096) == [(5, 8191)]
+    assert flag_runs([5, 12_288], 4096) == [(5, 5), (12_288, 12_288)]

@@ -23,6 +23,7 @@ from seglog.core.segment_format import (
     scan_del_flags,
 )
 from seglog.core.segment_run import (
+    SMALL_RUN,
     run_blobs_of,
     run_payloads,
     segment_columns,
@@ -109,6 +110,24 @@ def test_any_corruption_raises_what_run_blobs_raises(run: tuple, draw: st.DataOb
     with pytest.raises(SegmentCorruption) as got:
         verify_run(bytes(bad), first, offsets, lengths)
     assert str(got.value) == str(want.value)
+
+
+@pytest.mark.parametrize("n", [1, SMALL_RUN - 1, SMALL_RUN, 3 * SMALL_RUN])
+def test_small_and_vectorized_runs_read_the_same(n: int) -> None:
+    """Runs shorter than `SMALL_RUN` take the per-frame loop, longer ones the vectorized
+    checks: both give the blobs, and both refuse a damaged checksum with the same error."""
+    recs = [
+        SegmentRecord(9 + i, i, None, "t" if i % 3 else None, encode_blob(b"%d" % i, None), False)
+        for i in range(n)
+    ]
+    data, idx_bytes = encode_segment(recs, 9)
+    idx = idx_view(idx_bytes)
+    offsets, lengths = idx["offset"].astype(np.int64), idx["len"].astype(np.int64)
+    assert run_blobs_of(data, 9, offsets, lengths) == [r.blob for r in recs]
+    bad = bytearray(data)
+    bad[int(offsets[-1] + lengths[-1]) - 3] ^= 0x10  # last frame's checksum
+    with pytest.raises(SegmentCorruption, match=f"seq {8 + n}.*checksum"):
+        run_blobs_of(bytes(bad), 9, offsets, lengths)
 
 
 def test_wrong_seq_and_bad_index_entries_are_corruption() -> None:

@@ -166,7 +166,12 @@ def _post_scope(path: str) -> dict[str, Any]:
         "raw_path": path.encode(),
         "query_string": b"",
         "root_path": "",
-        "headers": [(b"host", b"seglog.test"), (b"content-type", b"application/json")],
+        # A chunked upload: an HTTP/1.1 body without this header or a length is empty.
+        "headers": [
+            (b"host", b"seglog.test"),
+            (b"content-type", b"application/json"),
+            (b"transfer-encoding", b"chunked"),
+        ],
         "client": ("127.0.0.1", 40000),
         "server": ("seglog.test", 80),
     }

@@ -88,7 +88,10 @@ async def test_a_settle_or_an_append_refills_at_once(slow_recheck: None) -> None
     st.db.held = 2  # one more acked, and new jobs appended
     st.appended.set()
     assert await asyncio.wait_for(st.db.claims.get(), 5) == 1
-    assert sum(f.startswith(b"id: ") for f in frames) == 6
+    sent = [f for f in frames if b"event: job" in f]
+    assert len(sent) == 3  # one send per claim, however many jobs it leased
+    assert b"".join(sent).count(b"\nevent: job\n") == 6
+    assert all(f.startswith(b"id: ") and f.endswith(b"\n\n") for f in sent)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     other = st.queue_settle_event("jobs")

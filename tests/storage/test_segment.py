@@ -108,6 +108,29 @@ def test_mark_deleted_flips_exactly_one_byte_and_survives_reopen(tmp_path: Path)
     reopened.mark_deleted(again, [])
 
 
+def test_mark_deleted_writes_only_the_flag_bytes_of_many_seqs(tmp_path: Path) -> None:
+    """Adjacent flags go out as one run of the file's own bytes: nothing else changes,
+    including flags set by an earlier call inside the run."""
+    store = make_store(tmp_path)
+    info = store.seal(records(1, 400), 1)
+    store.mark_deleted(info, [7])
+    before = info.data_path.read_bytes()
+    chosen = [3, 4, 5, 9, 10, 200, 201, 399]
+    store.mark_deleted(info, chosen)
+    after = info.data_path.read_bytes()
+    idx = info.idx_path.read_bytes()
+
+    def flag_pos(seq: int) -> int:
+        e = idx[(seq - 1) * 20 : seq * 20]
+        return int.from_bytes(e[0:4], "little") + int.from_bytes(e[4:8], "little") - 1
+
+    assert [i for i in range(len(before)) if before[i] != after[i]] == [flag_pos(s) for s in chosen]
+    assert store.read_del_flags(info) == sorted([7, *chosen])
+    store.close()
+    (again,) = make_store(tmp_path).list()
+    assert make_store(tmp_path).read_del_flags(again) == sorted([7, *chosen])
+
+
 def test_mark_deleted_refuses_a_bad_index_entry(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     info = store.seal(records(1, 3), 1)

@@ -41,7 +41,7 @@ class Claimer:
     conn: int = 0
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs 4x, per job
 class Grant:
     claimer: int  # index into the cohort
     seq: int
@@ -50,7 +50,7 @@ class Grant:
     deliveries: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: a frozen init costs 4x, per job
 class LeaseEvent:
     """One entry of the leases log: what a Lease frame (STORAGE §3.2, type 10) carries.
     For `released`, a non-zero `deadline` is when a delayed nack makes the job due again."""

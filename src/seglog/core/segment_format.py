@@ -307,6 +307,20 @@ def scan_del_flags(buf: Buffer, first_seq: int) -> tuple[list[int], int]:
     return deleted, seq - first_seq
 
 
+def flag_runs(positions: Sequence[int], page: int) -> list[tuple[int, int]]:
+    """Group ascending del_flag byte `positions` into `(first, last)` runs, one write each.
+    A run only spans pages that hold one of its flags (consecutive flags at most one page
+    apart), so writing a run's bytes back dirties exactly the pages that one-byte writes
+    would: flipping ten adjacent flags costs one `pwrite`, not ten."""
+    runs: list[tuple[int, int]] = []
+    for pos in positions:
+        if runs and pos // page - runs[-1][1] // page <= 1 and pos > runs[-1][1]:
+            runs[-1] = (runs[-1][0], pos)
+        else:
+            runs.append((pos, pos))
+    return runs
+
+
 def idx_view(idx_bytes: Buffer) -> IdxArray:
     """Zero-copy structured view (fields offset, len, ts, flags) over `.idx` bytes."""
     if len(idx_bytes) % IDX_ENTRY_SIZE:

@@ -97,8 +97,16 @@ def _raise_first(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> 
     raise SegmentCorruption(f"segment corruption: run from seq {first_seq} failed verification")
 
 
+# Below this many frames the per-frame loop of `run_blobs` beats the vectorized checks'
+# fixed cost (~16 µs: 10 frames 5.8 µs against 16.3 µs, 30 frames even; BENCHMARKS.md,
+# "Queues: the request path"). A queue claim reads runs of about its `max`.
+SMALL_RUN = 24
+
+
 def run_blobs_of(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> list[bytes]:
     """`run_blobs`, verified a run at a time."""
+    if len(offsets) < SMALL_RUN:
+        return run_blobs(chunk, first_seq, offsets.tolist(), lengths.tolist())
     starts, ends = verify_run(chunk, first_seq, offsets, lengths)
     return byte_slices(chunk, starts, ends)
 

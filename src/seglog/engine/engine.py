@@ -187,6 +187,9 @@ class Engine:
         if self.wal is None:
             return
         try:
+            for t in list(self.by_id.values()):
+                if t.segments is not None:
+                    t.segments.flush_flags(t)  # an offline reader of the stopped dir sees them
             if snapshot and len(self.registry):
                 self.forwarder.forward_all()  # the final drain comes before the final snapshot
                 self.snapshot()

@@ -106,6 +106,8 @@ class Maintenance:
         if not e.ready:
             return
         for t in list(e.by_id.values()):
+            if t.segments is not None:
+                t.segments.flush_flags(t)
             seal_topic(e, t)
         now = e.clock.now_ms()
         if now >= self._next_snapshot_check:

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from seglog.core.payload_blob import decode_blob
-from seglog.core.segment_format import encode_payload_columns
+from seglog.core.segment_format import SegmentCorruption, encode_payload_columns
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
@@ -56,6 +56,8 @@ class TopicSegments:
         self.pins = pins
         self.sealed: list[SegmentInfo] = []
         self._firsts: list[int] = []
+        # Killed seqs whose sealed del_flag is not written yet (`flag_deleted`).
+        self.unflagged: list[int] = []
         self.active_first = active_first
         self.active_since_ms: int | None = None
         # Records below `active_first` (kept from before the topic became persistent) are
@@ -197,14 +199,36 @@ class TopicSegments:
 
     # ---- physical reclaim --------------------------------------------------------------
     def flag_deleted(self, seqs: list[int]) -> None:
-        """Flip the del_flag of killed records that live in sealed segments."""
-        by_seg: dict[int, tuple[SegmentInfo, list[int]]] = {}
-        for s in seqs:
-            info = self.locate(s)
-            if info is not None:
-                by_seg.setdefault(info.first_seq, (info, []))[1].append(s)
+        """Under the lock: queue the del_flag writes of killed records; `flush_flags` writes
+        them off the delete's path (the maintenance thread each tick, and `Engine.close`).
+        A flag only repeats a delete that the WAL, then every later snapshot (its dead
+        bitmaps), already holds, so a flag written late, or lost in a crash, never brings
+        a record back; written one at a time on the event loop they cost an ack of ten
+        queue jobs ~9 % of the loop (BENCHMARKS.md, "Queues: the request path")."""
+        self.unflagged.extend(seqs)
+
+    def flush_flags(self, t: TopicState) -> int:
+        """Write the queued del_flags, grouped by segment (outside the topic lock; the
+        store's `flag_lock` orders them with relocation). Returns how many were queued.
+        A segment dropped meanwhile needs no flag; any other failure is logged: the
+        deletes themselves are durable already."""
+        with t.lock:
+            seqs, self.unflagged = self.unflagged, []
+            by_seg: dict[int, tuple[SegmentInfo, list[int]]] = {}
+            for s in seqs:
+                info = self.locate(s)
+                if info is not None:
+                    by_seg.setdefault(info.first_seq, (info, []))[1].append(s)
         for info, lst in by_seg.values():
-            self.store.mark_deleted(info, lst)
+            try:
+                self.store.mark_deleted(info, lst)
+            except FileNotFoundError:
+                pass  # dropped since (every seq of it dead or below the floor)
+            except (OSError, SegmentCorruption) as e:
+                log.warning(
+                    "segment %s: writing %d delete flags failed: %s", info.first_seq, len(lst), e
+                )
+        return len(seqs)
 
     def drop_dead(self, t: TopicState, touched: list[int] | None = None) -> int:
         """Unlink sealed segments whose every seq is below earliest_seq or deleted."""
@@ -222,7 +246,7 @@ class TopicSegments:
             if not dead and info.first_seq in touched_firsts:
                 lo = max(max(info.first_seq, earliest) - t.origin, 0)
                 hi = info.last_seq - t.origin + 1
-                dead = lo >= hi or all(t.dead[lo:hi])
+                dead = lo >= hi or t.dead.find(0, lo, hi) < 0  # no live slot left
             if dead and self.pins is not None and self.pins.holds(store_id, info.first_seq):
                 keep.append(info)
                 continue

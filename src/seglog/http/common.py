@@ -2,7 +2,7 @@
 responses with the `performance` block. (Where engine calls run: `async_engine`.)
 
 A body that ends before it is complete (malformed chunked framing, or the client closing
-mid-body: Starlette's `ClientDisconnect`) is bad input, `400 invalid_request`, never a 500.
+mid-body: an `http.disconnect` before the declared length) is bad input, `400 invalid_request`, never a 500.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypeVar
 
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 
 from seglog.errors import ErrorCode, SeglogError
@@ -46,20 +46,52 @@ def require(request: Request, scopes: tuple[Scope, ...], name: str | None = None
 
 
 async def read_body(request: Request, limit: int) -> bytes:
-    """The whole body, or 413 `payload_too_large` before reading past `limit`."""
-    if limit and declared_length_over(request.headers.get("content-length"), limit):
+    """The whole body, or 413 `payload_too_large` before reading past `limit`.
+
+    Reading stops as soon as a declared `Content-Length` has arrived: an ASGI server may
+    report the body's end only in a further, empty message, and granian answers each
+    `receive()` from its I/O thread, so waiting for that message costs a thread round
+    trip per request (~65 µs at one connection, ~25 % of a small POST's throughput:
+    BENCHMARKS.md, "Queues: the request path"). An HTTP/1.x request with neither
+    `Content-Length` nor `Transfer-Encoding` has no body (RFC 9112 §6.3): nothing is
+    awaited at all."""
+    headers = request.headers
+    declared = headers.get("content-length")
+    if limit and declared_length_over(declared, limit):
         raise _too_large(limit)
+    expected = _declared_length(declared)
+    if expected == 0 or (
+        expected is None
+        and "transfer-encoding" not in headers
+        and request.scope.get("http_version", "1.1").startswith("1")
+    ):
+        return b""
+    receive = request.receive
     chunks: list[bytes] = []
     size = 0
-    try:
-        async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # `http.disconnect` mid-body
+            raise body_ended_early()
+        chunk = message.get("body", b"")
+        if chunk:
             size += len(chunk)
             if limit and size > limit:
                 raise _too_large(limit)
             chunks.append(chunk)
-    except ClientDisconnect:
-        raise body_ended_early() from None
-    return b"".join(chunks)
+        if not message.get("more_body", False) or (expected is not None and size >= expected):
+            break
+    if expected is not None and size != expected:
+        raise body_ended_early()
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _declared_length(declared: str | None) -> int | None:
+    """A `Content-Length` as a number (the server has already refused malformed ones)."""
+    if declared is None or not declared.isascii() or not declared.isdigit():
+        return None
+    digits = declared.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 19 else None  # `int` refuses > 4300 digits
 
 
 def declared_length_over(declared: str | None, limit: int) -> bool:

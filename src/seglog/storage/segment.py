@@ -45,6 +45,7 @@ from seglog.core.segment_format import (
     SegmentRecord,
     decode_frame,
     encode_segment,
+    flag_runs,
     idx_lookup,
     idx_view,
     iter_frames,
@@ -65,7 +66,6 @@ Tier = Literal["hot", "cold"]
 MAP_CACHE_SEGMENTS = 64
 _SEG_NAME = re.compile(r"seg-(\d{16})\.(data|idx)")
 _U32 = struct.Struct("<I")
-_DELETED = bytes([DEL_FLAG])
 R = TypeVar("R")
 
 
@@ -257,18 +257,33 @@ class SegmentStore:
         )  # fmt: skip
 
     def mark_deleted(self, info: SegmentInfo, seqs: Sequence[int]) -> None:
-        """Set the del_flag of each seq (one-byte writes; not fsynced: a flag only repeats a
-        delete that the WAL, then every later snapshot, already holds, so after a crash it
-        may be lost or kept and either way the record stays deleted — STORAGE §6 step 8
-        only adds flagged deletes, never removes one)."""
+        """Set the del_flag of each seq (not fsynced: a flag only repeats a delete that the
+        WAL, then every later snapshot, already holds, so after a crash it may be lost or
+        kept and either way the record stays deleted — STORAGE §6 step 8 only adds flagged
+        deletes, never removes one). Flags close together are written as one run of the
+        file's own bytes with the flags set (`flag_runs`), read from the map, which
+        reflects every earlier flag write under `flag_lock`."""
         if not seqs:
             return
         with self.flag_lock:
-            data_path, idx_path = self.resolve(info)
-            m = self._mapped(data_path, idx_path)
+            # A cached map under the recorded path means the file is there: every unlink
+            # forgets its map under this lock. Otherwise find where it is now.
+            m = self._cached(info.data_path)
+            data_path = info.data_path
+            if m is None:
+                data_path, idx_path = self.resolve(info)
+                m = self._mapped(data_path, idx_path)
+            wanted = sorted(set(seqs))
+            if wanted[0] < info.first_seq or wanted[-1] - info.first_seq >= len(m.idx):
+                raise IndexError(
+                    f"seqs {wanted[0]}..{wanted[-1]} are not all in the segment starting at "
+                    f"{info.first_seq}"
+                )
+            entries = m.idx[np.asarray(wanted, np.int64) - info.first_seq]
             positions = []
-            for seq in sorted(set(seqs)):
-                offset, length = idx_lookup(m.idx, info.first_seq, seq)
+            for seq, offset, length in zip(
+                wanted, entries["offset"].tolist(), entries["len"].tolist(), strict=True
+            ):
                 # Never write through a bad index entry: that would corrupt another frame.
                 if (
                     length < 4 + MIN_FRAME_LEN
@@ -282,8 +297,13 @@ class SegmentStore:
                 positions.append(offset + length - 1)
             f = self.fs.open(data_path)
             try:
-                for pos in positions:
-                    write_all_at(f, _DELETED, pos)
+                i = 0
+                for first, last in flag_runs(positions, PAGESIZE):
+                    run = bytearray(m.data[first : last + 1])
+                    while i < len(positions) and positions[i] <= last:
+                        run[positions[i] - first] = DEL_FLAG
+                        i += 1
+                    write_all_at(f, run, first)
             finally:
                 f.close()
             if isinstance(m.data, bytes):
