@@ -303,7 +303,7 @@ class SegmentStore:
                     while i < len(positions) and positions[i] <= last:
                         run[positions[i] - first] = DEL_FLAG
                         i += 1
-                    write_all_at(f, run, first)
+                    write_all_at(f, memoryview(run), first)
             finally:
                 f.close()
             if isinstance(m.data, bytes):
