@@ -274,3 +274,13 @@ def test_disconnect_releases_only_that_connections_leases() -> None:
     assert [e.seq for e in events] == [1, 3]
     assert set(book.leases) == {2} and book.reclaimable() == [1, 3]
     assert book.held_by_conn(7) == 0
+
+
+def test_a_settle_names_the_work_connections_whose_leases_it_settled() -> None:
+    book = LeaseBook()
+    live = lambda s: True  # noqa: E731
+    # round robin: seqs 1, 4 to the stream on conn 7, 2 to a polling claim, 3 to conn 9
+    book.claim([Claimer("a", 2, conn=7), Claimer("a", 1), Claimer("a", 1, conn=9)], 0, 100, 4, live)
+    assert book.ack("a", [2], [0], 0).conns == set()  # a polling claim's job
+    assert book.ack("a", [1, 4, 99], [0, 0, 0], 0).conns == {7}  # 99: skipped, no lease
+    assert book.nack("a", [3], [0], 0, 0).conns == {9}

@@ -21,6 +21,7 @@ from seglog.model import Record
 class FakeDb:
     def __init__(self) -> None:
         self.held = 0
+        self.held_by: dict[int, int] | None = None  # per connection, when a test sets it
         self.claims: asyncio.Queue[int] = asyncio.Queue()
         self.next_seq = 1
         self.released: list[int] = []
@@ -29,7 +30,7 @@ class FakeDb:
         return None
 
     def held_by_conn(self, name: str, conn: int) -> int:
-        return self.held
+        return self.held if self.held_by is None else self.held_by.get(conn, 0)
 
     async def claim(self, name: str, c: Claimer, lease_ms: int | None) -> tuple[list[Job], int]:
         jobs = []
@@ -37,6 +38,8 @@ class FakeDb:
             jobs.append(Job(Record(self.next_seq, 0, b"{}"), self.next_seq, 10**13, 1))
             self.next_seq += 1
         self.held += len(jobs)
+        if self.held_by is not None:
+            self.held_by[c.conn] = self.held_by.get(c.conn, 0) + len(jobs)
         await self.claims.put(c.max)
         return jobs, 0
 
@@ -53,10 +56,11 @@ class FakeState:
 
         self.db = FakeDb()
         self.shutting_down = False
-        self.queue_settles: dict[str, asyncio.Event] = {}
+        self.work_kicks: dict[str, dict[int, asyncio.Event]] = {}
         self.appended = asyncio.Event()
         self.queue_settled = ServerState.queue_settled.__get__(self)
-        self.queue_settle_event = ServerState.queue_settle_event.__get__(self)
+        self.work_kick = ServerState.work_kick.__get__(self)
+        self.drop_work_kick = ServerState.drop_work_kick.__get__(self)
 
     async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
         try:
@@ -83,7 +87,7 @@ async def test_a_settle_or_an_append_refills_at_once(slow_recheck: None) -> None
     task = asyncio.ensure_future(stream.run(send))
     assert await asyncio.wait_for(st.db.claims.get(), 5) == 3
     st.db.held = 1  # two of the three were acked
-    st.queue_settled("jobs")
+    st.queue_settled("jobs", {stream.conn})
     assert await asyncio.wait_for(st.db.claims.get(), 5) == 2
     st.db.held = 2  # one more acked, and new jobs appended
     st.appended.set()
@@ -94,6 +98,34 @@ async def test_a_settle_or_an_append_refills_at_once(slow_recheck: None) -> None
     assert all(f.startswith(b"id: ") and f.endswith(b"\n\n") for f in sent)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
-    other = st.queue_settle_event("jobs")
+    other = st.work_kick("jobs", 10**9)  # another stream of the topic
     await stream.close()
-    assert st.db.released == [stream.conn] and other.is_set()
+    assert st.db.released == [stream.conn] and other.is_set()  # released: anyone may take
+    assert stream.conn not in st.work_kicks["jobs"]
+
+
+async def test_an_ack_wakes_only_the_stream_that_held_the_jobs(slow_recheck: None) -> None:
+    st: Any = FakeState()
+    st.db.held_by = {}
+    streams = [WorkStream(st, "jobs", WorkQuery(f"w{i}", 2, None), ManualClock()) for i in range(3)]
+
+    async def send(_b: bytes) -> None:
+        pass
+
+    tasks = [asyncio.ensure_future(s.run(send)) for s in streams]
+    for _ in streams:
+        assert await asyncio.wait_for(st.db.claims.get(), 5) == 2
+    for stream in streams:
+        st.db.held_by[stream.conn] = 0  # every stream's jobs were acked ...
+    st.queue_settled("jobs", {streams[1].conn})  # ... but this ack names stream 1's only
+    assert await asyncio.wait_for(st.db.claims.get(), 5) == 2
+    for _ in range(50):  # loop turns enough for any woken stream to claim: none does
+        await asyncio.sleep(0)
+    assert st.db.claims.empty()
+    st.queue_settled("jobs", None)  # a nack: every stream re-checks; 0 and 2 refill
+    for _ in range(2):
+        assert await asyncio.wait_for(st.db.claims.get(), 5) == 2
+    assert st.db.held_by == {s.conn: 2 for s in streams}
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

@@ -78,6 +78,7 @@ class Settled:
     skipped: list[int] = field(default_factory=list)
     events: list[LeaseEvent] = field(default_factory=list)
     deadlines: dict[int, int] = field(default_factory=dict)  # extend: seq → new deadline
+    conns: set[int] = field(default_factory=set)  # `/work` connections whose leases these were
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,6 +278,8 @@ class LeaseBook:
             if lease is None:
                 out.skipped.append(seq)
                 continue
+            if lease.conn:
+                out.conns.add(lease.conn)
             out.events.append(act(seq, lease))
             out.done.append(seq)
         return out

@@ -104,6 +104,7 @@ class PendingAck:
     skipped: list[int]
     now: int
     delete: PendingOp | None  # the submitted delete of the acked jobs
+    conns: set[int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,7 @@ class SettleResult:
     ready: int
     in_flight: int
     deadlines: dict[int, int]
+    conns: set[int]  # the `/work` connections that held the settled leases
 
 
 def book_of(t: TopicState) -> LeaseBook:
@@ -289,7 +291,7 @@ class Queues:
                 with t.lock:
                     book_of(t).requeue(s.done)
                 raise
-        return PendingAck(t, s.done, s.skipped, now, op)
+        return PendingAck(t, s.done, s.skipped, now, op, s.conns)
 
     def ack_finish(self, a: PendingAck) -> SettleResult:
         op = a.delete
@@ -297,7 +299,7 @@ class Queues:
             with a.topic.lock:
                 book_of(a.topic).requeue(a.done)  # not deleted: claimable again
             raise op.error
-        return self._settled(a.topic, a.done, a.skipped, a.now, {})
+        return self._settled(a.topic, a.done, a.skipped, a.now, {}, a.conns)
 
     def nack(
         self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int], delay_ms: int
@@ -307,7 +309,7 @@ class Queues:
         with t.lock:
             s = book_of(t).nack(node, seqs, fences, now, delay_ms)
             self._log(t, s.events, now)
-        return self._settled(t, s.done, s.skipped, now, {})
+        return self._settled(t, s.done, s.skipped, now, {}, s.conns)
 
     def extend(
         self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int], lease_ms: int
@@ -317,7 +319,7 @@ class Queues:
         with t.lock:
             s = book_of(t).extend(node, seqs, fences, now, clamp_lease(lease_ms))
             self._log(t, s.events, now)
-        return self._settled(t, s.done, s.skipped, now, s.deadlines)
+        return self._settled(t, s.done, s.skipped, now, s.deadlines, s.conns)
 
     def release_conn(self, name: str, conn: int) -> int:
         """SEMANTICS §10.7: a `/work` connection ended; its jobs are claimable at once.
@@ -358,11 +360,17 @@ class Queues:
 
     # ---- internals ------------------------------------------------------------------------
     def _settled(
-        self, t: TopicState, done: list[int], skipped: list[int], now: int, dl: dict[int, int]
+        self,
+        t: TopicState,
+        done: list[int],
+        skipped: list[int],
+        now: int,
+        dl: dict[int, int],
+        conns: set[int],
     ) -> SettleResult:
         with t.lock:
             c = counts_of(t, now)
-        return SettleResult(t.name, done, skipped, c.ready, c.in_flight, dl)
+        return SettleResult(t.name, done, skipped, c.ready, c.in_flight, dl, conns)
 
     def _delete(self, t: TopicState, seqs: list[int]) -> None:
         try:

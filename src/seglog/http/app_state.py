@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from starlette.requests import Request
@@ -43,9 +44,10 @@ class ServerState:
     shutting_down: bool = False
     stopping: asyncio.Event = field(default_factory=asyncio.Event)  # set with shutting_down
     inflight: dict[str, int] = field(default_factory=dict)
-    # Per queue topic: set (and replaced) when an ack/nack/extend settled jobs there, so the
-    # topic's `/work` streams refill at once instead of at their next 250 ms re-check.
-    queue_settles: dict[str, asyncio.Event] = field(default_factory=dict)
+    # Per queue topic, per `/work` connection: set when the stream may refill (its jobs
+    # acked, or jobs released for anyone), so it refills at once instead of at its next
+    # 250 ms re-check.
+    work_kicks: dict[str, dict[int, asyncio.Event]] = field(default_factory=dict)
     started_monotonic: float = 0.0
 
     def __post_init__(self) -> None:
@@ -64,17 +66,38 @@ class ServerState:
         assert self.waiters is not None
         return await self.waiters.wait(topics, timeout_s)
 
-    def queue_settled(self, topic: str) -> None:
-        """Jobs of `topic` were acked, nacked or released: wake its `/work` streams."""
-        ev = self.queue_settles.pop(topic, None)
-        if ev is not None:
-            ev.set()
+    def queue_settled(self, topic: str, conns: Collection[int] | None = None) -> None:
+        """Jobs of `topic` were settled: wake the `/work` streams of `conns` (an ack only
+        frees room on the streams that held the jobs), or all of the topic's (a nack or a
+        release makes jobs claimable by any of them). Waking every stream on every ack
+        made each one re-check its leases for nothing (BENCHMARKS.md, "Queues: the request
+        path")."""
+        streams = self.work_kicks.get(topic)
+        if not streams:
+            return
+        if conns is None:
+            for ev in streams.values():
+                ev.set()
+            return
+        for conn in conns:
+            kick = streams.get(conn)
+            if kick is not None:
+                kick.set()
 
-    def queue_settle_event(self, topic: str) -> asyncio.Event:
-        ev = self.queue_settles.get(topic)
+    def work_kick(self, topic: str, conn: int) -> asyncio.Event:
+        """The event `queue_settled` sets for the `/work` stream `conn` of `topic`."""
+        streams = self.work_kicks.setdefault(topic, {})
+        ev = streams.get(conn)
         if ev is None:
-            ev = self.queue_settles[topic] = asyncio.Event()
+            ev = streams[conn] = asyncio.Event()
         return ev
+
+    def drop_work_kick(self, topic: str, conn: int) -> None:
+        streams = self.work_kicks.get(topic)
+        if streams is not None:
+            streams.pop(conn, None)
+            if not streams:
+                del self.work_kicks[topic]
 
     async def park(
         self, stream: ParkedStream, topics: list[str], timeout_s: float, kick: bool

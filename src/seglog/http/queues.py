@@ -105,8 +105,8 @@ async def _settle(request: Request, verb: str) -> tuple[SettleResult, float]:
         res = db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
     else:
         res = db.extend(name, req.node, req.seqs, req.fences, req.lease_ms)
-    if res.done and verb != "extend":
-        server_state(request).queue_settled(name)  # `/work` streams refill now
+    if res.done and verb != "extend":  # `/work` streams refill now
+        server_state(request).queue_settled(name, res.conns if verb == "ack" else None)
     return res, t0
 
 

@@ -65,6 +65,7 @@ class WorkStream:
 
     async def run(self, send: SendBytes) -> None:
         st, db, name = self.st, self.st.db, self.topic
+        st.work_kick(name, self.conn)  # before the first lease: no settle may go unseen
         await send(retry_frame())
         last_sent = self.clock.monotonic()
         while True:
@@ -101,15 +102,21 @@ class WorkStream:
             await self._wait(RECHECK_S)
 
     async def _wait(self, timeout_s: float) -> None:
-        """Until an append to the topic, a settle of its jobs (a lease of this stream may
-        be gone), shutdown, or `timeout_s` (expiry is only seen by re-checking)."""
-        settled = asyncio.ensure_future(self.st.queue_settle_event(self.topic).wait())
+        """Until an append to the topic, a settle that concerns this stream (its jobs acked,
+        or jobs released for anyone), shutdown, or `timeout_s` (expiry is only seen by
+        re-checking)."""
+        kick = self.st.work_kick(self.topic, self.conn)
+        if kick.is_set():  # settled while this stream was claiming or sending
+            kick.clear()
+            return
+        settled = asyncio.ensure_future(kick.wait())
         appended = asyncio.ensure_future(self.st.wait_for_append([self.topic], timeout_s))
         try:
             await asyncio.wait((settled, appended), return_when=asyncio.FIRST_COMPLETED)
         finally:
             settled.cancel()
             appended.cancel()
+            kick.clear()
 
     async def _claim(self, deficit: int) -> list[Job]:
         # Shielded: if the client goes away mid-claim, `close` still waits for the leases
@@ -122,6 +129,7 @@ class WorkStream:
         return jobs
 
     async def close(self) -> None:
+        self.st.drop_work_kick(self.topic, self.conn)
         pending = self._claiming
         if pending is not None and not pending.done():
             await asyncio.gather(pending, return_exceptions=True)
