@@ -473,6 +473,27 @@ def test_a_clean_close_writes_the_queued_flags(
     assert sorted(s for i in infos for s in store.read_del_flags(i)) == [2, 4, 6]
 
 
+def test_the_maintenance_pass_writes_the_queued_flags(
+    fs: FaultFs, engines: list[tuple[Engine, FaultFs]]
+) -> None:
+    """Only kills in sealed segments are queued (an unsealed one becomes a hole when it is
+    sealed); a maintenance pass writes them."""
+    from seglog.engine.maintenance import Maintenance
+
+    e = open_engine(fs, segment_max_events=4)
+    engines.append((e, fs))
+    _sealed_topic(e)  # r0..r5 at seqs 1..6, sealed
+    e.write("t", [rec("r6", tag="x")])  # seq 7, not sealed
+    e.delete_records("t", match=Selector("Eq", "x"))
+    t = e.topics["t"]
+    assert t.segments is not None
+    assert sorted(t.segments.unflagged) == [2, 4, 6]
+    Maintenance(e).run_once()
+    assert t.segments.unflagged == []
+    store = t.segments.store
+    assert sorted(s for i in t.segments.sealed for s in store.read_del_flags(i)) == [2, 4, 6]
+
+
 def test_flag_flip_eio_does_not_hit_an_unrelated_concurrent_writer(
     fs: FaultFs, engines: list[tuple[Engine, FaultFs]]
 ) -> None:

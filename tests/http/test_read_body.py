@@ -102,3 +102,26 @@ async def test_a_body_cut_short_is_400(script: list[dict[str, Any]]) -> None:
     with pytest.raises(SeglogError) as err:
         await read_body(request({"content-length": "5"}, r), 1000)
     assert err.value.code is ErrorCode.INVALID_REQUEST
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"content-length": "5, 5"},  # a repeated length (RFC 9110 §8.6): still a body
+        {"content-length": "1" + "0" * 30},  # past any u64, with no limit configured
+        {"content-length": "0", "transfer-encoding": "chunked"},  # the chunking wins
+        {"content-length": "2", "transfer-encoding": "chunked"},
+    ],
+)
+async def test_a_length_that_is_not_plain_or_is_overridden_reads_to_the_end(
+    headers: dict[str, str],
+) -> None:
+    r = Receiver(body(b"hel", more=True), body(b"lo", more=True), body(b""))
+    assert await read_body(request(headers, r), 0) == b"hello"
+    assert r.calls == 3
+
+
+async def test_http2_with_a_length_stops_there_too() -> None:
+    r = Receiver(body(b"hello", more=True))
+    assert await read_body(request({"content-length": "5"}, r, "2"), 1000) == b"hello"
+    assert r.calls == 1

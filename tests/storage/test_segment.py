@@ -131,6 +131,20 @@ def test_mark_deleted_writes_only_the_flag_bytes_of_many_seqs(tmp_path: Path) ->
     assert make_store(tmp_path).read_del_flags(again) == sorted([7, *chosen])
 
 
+def test_mark_deleted_refuses_index_entries_out_of_order(tmp_path: Path) -> None:
+    """Two swapped entries each point at a well-formed frame, but not in seq order: the
+    run would be written from the wrong place, so nothing is written."""
+    store = make_store(tmp_path)
+    info = store.seal(records(1, 3), 1)
+    idx = bytearray(info.idx_path.read_bytes())
+    idx[20:40], idx[40:60] = idx[40:60], idx[20:40]
+    info.idx_path.write_bytes(bytes(idx))
+    data = info.data_path.read_bytes()
+    with pytest.raises(SegmentCorruption, match="seq 3"):
+        make_store(tmp_path).mark_deleted(info, [2, 3])
+    assert info.data_path.read_bytes() == data
+
+
 def test_mark_deleted_refuses_a_bad_index_entry(tmp_path: Path) -> None:
     store = make_store(tmp_path)
     info = store.seal(records(1, 3), 1)

@@ -16,8 +16,9 @@
       .    8   xxh3       u64   XXH3-64 (seed 0) over bytes [4, start of this field)
       .    1   del_flag   u8    0xD5 = deleted, anything else = live (written 0x00)
 
-The checksum deliberately excludes `del_flag` so a delete is a one-byte in-place write that
-can never make a frame fail verification. A frame that fails verification is corruption:
+The checksum deliberately excludes `del_flag` so a delete is an in-place write of that byte
+(with its neighbours' unchanged bytes when several flags go out in one run) that can never
+make a frame fail verification. A frame that fails verification is corruption:
 it raises `SegmentCorruption` and is never reported as deleted (or as absent).
 
 `.idx` — fixed 20-byte entries, entry `i` ↔ seq `first_seq + i`:

@@ -17,7 +17,7 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from seglog.core.payload_blob import decode_blob
-from seglog.core.segment_format import SegmentCorruption, encode_payload_columns
+from seglog.core.segment_format import encode_payload_columns
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.topic import Rows, TopicState
 from seglog.storage.segment import PinnedSegment, SegmentInfo, SegmentStore
@@ -199,19 +199,24 @@ class TopicSegments:
 
     # ---- physical reclaim --------------------------------------------------------------
     def flag_deleted(self, seqs: list[int]) -> None:
-        """Under the lock: queue the del_flag writes of killed records; `flush_flags` writes
-        them off the delete's path (the maintenance thread each tick, and `Engine.close`).
-        A flag only repeats a delete that the WAL, then every later snapshot (its dead
-        bitmaps), already holds, so a flag written late, or lost in a crash, never brings
-        a record back; written one at a time on the event loop they cost an ack of ten
-        queue jobs ~9 % of the loop (BENCHMARKS.md, "Queues: the request path")."""
-        self.unflagged.extend(seqs)
+        """Under the lock: queue the del_flag writes of killed records that sit in sealed
+        segments (one not sealed yet becomes a hole when it is, and `register` flags the
+        deletes that raced a seal); `flush_flags` writes them off the delete's path (the
+        maintenance thread each tick, and `Engine.close`). A flag only repeats a delete
+        that the WAL, then every later snapshot (its dead bitmaps), already holds, so a
+        flag written late, or lost in a crash, never brings a record back; written one at
+        a time on the event loop they cost an ack of ten queue jobs ~9 % of the loop
+        (BENCHMARKS.md, "Queues: the request path")."""
+        sealed_end = self.active_first
+        self.unflagged.extend(s for s in seqs if s < sealed_end)
 
     def flush_flags(self, t: TopicState) -> int:
         """Write the queued del_flags, grouped by segment (outside the topic lock; the
         store's `flag_lock` orders them with relocation). Returns how many were queued.
-        A segment dropped meanwhile needs no flag; any other failure is logged: the
-        deletes themselves are durable already."""
+        A segment dropped meanwhile needs no flag; any other failure is logged and the
+        pass goes on: the deletes themselves are durable already."""
+        if not self.unflagged:
+            return 0
         with t.lock:
             seqs, self.unflagged = self.unflagged, []
             by_seg: dict[int, tuple[SegmentInfo, list[int]]] = {}
@@ -224,7 +229,7 @@ class TopicSegments:
                 self.store.mark_deleted(info, lst)
             except FileNotFoundError:
                 pass  # dropped since (every seq of it dead or below the floor)
-            except (OSError, SegmentCorruption) as e:
+            except Exception as e:  # a bad segment must not stop the pass (or a close)
                 log.warning(
                     "segment %s: writing %d delete flags failed: %s", info.first_seq, len(lst), e
                 )

@@ -59,11 +59,10 @@ async def read_body(request: Request, limit: int) -> bytes:
     declared = headers.get("content-length")
     if limit and declared_length_over(declared, limit):
         raise _too_large(limit)
-    expected = _declared_length(declared)
+    chunked = "transfer-encoding" in headers  # it overrides a length (RFC 9112 §6.1)
+    expected = None if chunked else _declared_length(declared)
     if expected == 0 or (
-        expected is None
-        and "transfer-encoding" not in headers
-        and request.scope.get("http_version", "1.1").startswith("1")
+        declared is None and not chunked and request.scope.get("http_version", "1.1")[0] == "1"
     ):
         return b""
     receive = request.receive
@@ -87,7 +86,8 @@ async def read_body(request: Request, limit: int) -> bytes:
 
 
 def _declared_length(declared: str | None) -> int | None:
-    """A `Content-Length` as a number (the server has already refused malformed ones)."""
+    """A `Content-Length` of plain digits as a number; `None` for anything else (absent, a
+    repeated `5, 5`, absurdly long), whose body is then read to its end message."""
     if declared is None or not declared.isascii() or not declared.isdigit():
         return None
     digits = declared.lstrip("0") or "0"

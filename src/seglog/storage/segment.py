@@ -11,8 +11,10 @@ Crash safety:
 - `list()` is the reconciliation point: `.tmp` leftovers and half pairs (a `.data` without its
   `.idx`, an `.idx` of a bad length, or an `.idx` alone) are deleted — the WAL and snapshot
   still hold that data. When both tiers hold a segment (interrupted move) hot wins.
-- A delete flag is a one-byte write outside the checksum, so a torn flip reads live or
-  deleted, never corrupt.
+- A delete flag is a byte outside the checksum, set in place (flags close together are
+  written back as one run of the file's own, unchanged bytes), so a torn flip reads live
+  or deleted, never corrupt. Flags are written after the delete, by the maintenance pass
+  (`engine.segments.TopicSegments.flush_flags`): the WAL and snapshots hold the delete.
 
 Concurrency: a `SegmentStore` is shared by the topic's writer path, readers and the
 relocation task. Reads take only the short map-cache lock. `flag_lock` serializes del_flag
@@ -260,19 +262,14 @@ class SegmentStore:
         """Set the del_flag of each seq (not fsynced: a flag only repeats a delete that the
         WAL, then every later snapshot, already holds, so after a crash it may be lost or
         kept and either way the record stays deleted — STORAGE §6 step 8 only adds flagged
-        deletes, never removes one). Flags close together are written as one run of the
-        file's own bytes with the flags set (`flag_runs`), read from the map, which
-        reflects every earlier flag write under `flag_lock`."""
+        deletes, never removes one). Flags close together are set as one run
+        (`flag_runs`): the run's bytes are read from the open file itself, the flags set,
+        and written back — one `pread` and one `pwrite` for ten adjacent flags."""
         if not seqs:
             return
         with self.flag_lock:
-            # A cached map under the recorded path means the file is there: every unlink
-            # forgets its map under this lock. Otherwise find where it is now.
-            m = self._cached(info.data_path)
-            data_path = info.data_path
-            if m is None:
-                data_path, idx_path = self.resolve(info)
-                m = self._mapped(data_path, idx_path)
+            data_path, idx_path = self.resolve(info)
+            m = self._mapped(data_path, idx_path)
             wanted = sorted(set(seqs))
             if wanted[0] < info.first_seq or wanted[-1] - info.first_seq >= len(m.idx):
                 raise IndexError(
@@ -280,7 +277,7 @@ class SegmentStore:
                     f"{info.first_seq}"
                 )
             entries = m.idx[np.asarray(wanted, np.int64) - info.first_seq]
-            positions = []
+            positions: list[int] = []
             for seq, offset, length in zip(
                 wanted, entries["offset"].tolist(), entries["len"].tolist(), strict=True
             ):
@@ -289,6 +286,7 @@ class SegmentStore:
                     length < 4 + MIN_FRAME_LEN
                     or offset + length > len(m.data)
                     or _U32.unpack_from(m.data, offset)[0] != length - 4
+                    or (positions and offset + length - 1 <= positions[-1])
                 ):
                     raise SegmentCorruption(
                         f"segment corruption: seq {seq} (frame at offset {offset}): "
@@ -299,7 +297,11 @@ class SegmentStore:
             try:
                 i = 0
                 for first, last in flag_runs(positions, PAGESIZE):
-                    run = bytearray(m.data[first : last + 1])
+                    run = bytearray(f.read_at(last + 1 - first, first))
+                    if len(run) != last + 1 - first:
+                        raise SegmentCorruption(
+                            f"segment corruption: {data_path} ends before offset {last}"
+                        )
                     while i < len(positions) and positions[i] <= last:
                         run[positions[i] - first] = DEL_FLAG
                         i += 1
