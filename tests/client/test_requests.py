@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import httpx
+import orjson
 import pytest
 
 from seglog.client import (
@@ -405,6 +406,42 @@ async def test_malformed_success_body_is_a_protocol_error(make_api: MakeApi, bod
         await api("health")
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"records": [{"$ts": 1, "data": 1}]},  # a record without `$seq`
+        {"records": [{"$seq": "4", "$ts": 1}]},  # a seq that is not an integer
+        {"records": {"$seq": 4}},  # not a list
+        {"head_seq": None},
+        {"tombstone": {"gap_from": 1}},  # a tombstone missing fields
+    ],
+)
+async def test_malformed_diff_body_is_a_protocol_error(
+    make_api: MakeApi, change: dict[str, Any]
+) -> None:
+    api = make_api(answer({**DIFF, **change}))
+    with pytest.raises(SeglogProtocolError):
+        await api("diff", "jobs")
+
+
+@pytest.mark.parametrize("body", [b"<html>proxy</html>", b"[1, 2]", b'{"topic": "jobs"}'])
+async def test_a_diff_body_that_is_not_a_page_is_a_protocol_error(
+    make_api: MakeApi, body: bytes
+) -> None:
+    api = make_api(lambda _req: httpx.Response(200, content=body))
+    with pytest.raises(SeglogProtocolError):
+        await api("diff", "jobs")
+
+
+async def test_diff_records_keep_big_integers_exact(make_api: MakeApi) -> None:
+    big = 2**70 + 1  # orjson would read it as a float (and cannot write it)
+    body = orjson.dumps({**DIFF, "records": [{"$seq": 4, "$ts": 1, "data": {"n": 0}}]})
+    body = body.replace(b'{"n":0}', b'{"n":%d}' % big)
+    api = make_api(lambda _req: httpx.Response(200, content=body))
+    res = await api("diff", "jobs")
+    assert res.records[0].data == {"n": big}
+
+
 def test_results_are_frozen_slotted_dataclasses() -> None:
     h = Health("ok", "0.1.0", 1)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -418,12 +455,24 @@ def test_results_are_frozen_slotted_dataclasses() -> None:
         TopicPage,
         TopicDeleted,
         Appended,
-        ReadRecord,
         Tombstone,
         DiffResult,
         Deleted,
     ):
         assert dataclasses.is_dataclass(cls) and hasattr(cls, "__slots__"), cls
+
+
+def test_read_records_are_frozen_values() -> None:
+    """`ReadRecord` is a frozen msgspec Struct (decoded in C with its page): immutable,
+    slotted, equal and hashed by value, built positionally or by keyword."""
+    r = ReadRecord(4, 1748450001000, "x", node="us-2", tag="a")
+    with pytest.raises(AttributeError):
+        r.seq = 5  # type: ignore[misc]
+    assert not hasattr(r, "__dict__")
+    assert r == ReadRecord(seq=4, ts=1748450001000, data="x", node="us-2", tag="a", meta=None)
+    assert r != ReadRecord(4, 1748450001000, "y", node="us-2", tag="a")
+    assert len({r, ReadRecord(4, 1748450001000, "x", node="us-2", tag="a")}) == 1
+    assert repr(r).startswith("ReadRecord(seq=4, ts=1748450001000, data='x'")
 
 
 @pytest.mark.parametrize("cls", [Client, AsyncClient])

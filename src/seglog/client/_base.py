@@ -22,6 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 import httpx
+import msgspec
 import orjson
 
 from seglog.client.exceptions import (
@@ -45,6 +46,7 @@ from seglog.client.types import (
     TopicPage,
     TopicPut,
     TopicState,
+    decode_diff,
 )
 from seglog.errors import ErrorCode
 
@@ -459,7 +461,20 @@ def diff(
     body["wait_ms"] = wait_ms
     # The server may hold a long-poll for up to wait_ms (≤ 30 s) before it answers.
     spec = _post(topic_path(topic, "/diff"), body, extra_timeout=max(wait_ms, 0) / 1000)
-    return Call(spec, _parser(DiffResult.from_json))
+    return Call(spec, _parse_diff)
+
+
+def _parse_diff(resp: httpx.Response) -> DiffResult:
+    try:
+        return decode_diff(resp.content)
+    except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
+        raise SeglogProtocolError(
+            f"HTTP {resp.status_code}: unexpected diff response ({type(exc).__name__}: {exc})"
+        ) from exc
+    except (KeyError, TypeError, ValueError) as exc:  # the tombstone's fields
+        raise SeglogProtocolError(
+            f"HTTP {resp.status_code}: unexpected response shape ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def delete_records(
