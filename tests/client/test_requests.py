@@ -433,6 +433,15 @@ async def test_a_diff_body_that_is_not_a_page_is_a_protocol_error(
         await api("diff", "jobs")
 
 
+async def test_diff_without_a_performance_block(make_api: MakeApi) -> None:
+    for change in ({"performance": None}, {}):
+        body = {**DIFF, **change}
+        if not change:
+            del body["performance"]
+        api = make_api(answer(body))
+        assert (await api("diff", "jobs")).performance == {}
+
+
 async def test_diff_records_keep_big_integers_exact(make_api: MakeApi) -> None:
     big = 2**70 + 1  # orjson would read it as a float (and cannot write it)
     body = orjson.dumps({**DIFF, "records": [{"$seq": 4, "$ts": 1, "data": {"n": 0}}]})

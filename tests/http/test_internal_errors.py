@@ -213,3 +213,26 @@ async def test_disconnect_outside_read_body_is_400_too(
     assert sent[0]["status"] == 400, sent
     assert orjson.loads(sent[1]["body"])["error"]["code"] == "invalid_request"
     assert errors_logged(caplog) == []
+
+
+async def test_a_failed_ack_wakes_every_work_stream_of_the_queue(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failed ack puts its jobs back (SEMANTICS §10.4): every `/work` stream of the topic
+    is woken to take them, not only the one that held them."""
+    from seglog.http.async_engine import AsyncEngine
+    from seglog.model import TopicType
+
+    engine.put_topic("q", TopicConfig(type=TopicType.QUEUE))
+    settings = Settings(data_dir=tmp_path / "data")
+    st = ServerState(engine=engine, settings=settings, keyring=KeyRing.parse(""))
+
+    async def failing_ack(*_args: Any) -> Any:
+        raise SeglogError(ErrorCode.INTERNAL, "WAL commit failed: injected")
+
+    monkeypatch.setattr(AsyncEngine, "ack", failing_ack)
+    other = st.work_kick("q", 41)
+    transport = httpx.ASGITransport(app=build_app(st))
+    async with httpx.AsyncClient(transport=transport, base_url="http://seglog.test") as c:
+        r = await c.post("/v0/topics/q/ack", json={"node": "w", "seqs": [1]})
+    assert r.status_code == 500 and other.is_set()

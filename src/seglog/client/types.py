@@ -284,7 +284,7 @@ class DiffPage(msgspec.Struct, kw_only=True):
     caught_up: bool
     tombstone: dict[str, Any] | None = None
     lag: int
-    performance: dict[str, Any] = {}
+    performance: dict[str, Any] | None = None
 
 
 _DIFF_PAGE = msgspec.json.Decoder(DiffPage)
@@ -320,7 +320,7 @@ class DiffResult:
             caught_up=page.caught_up,
             tombstone=None if tomb is None else Tombstone.from_json(tomb),
             lag=page.lag,
-            performance=dict(page.performance),
+            performance=dict(page.performance or {}),
         )
 
     @classmethod

@@ -11,7 +11,7 @@ from starlette.responses import Response
 
 from seglog.core.leases import Claimer
 from seglog.engine.queues import Job, SettleResult
-from seglog.errors import invalid
+from seglog.errors import SeglogError, invalid
 from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import elapsed_ms, json_body, json_response, read_body, require, started
@@ -100,7 +100,12 @@ async def _settle(request: Request, verb: str) -> tuple[SettleResult, float]:
     db = server_state(request).db
     db.queue_topic(name)
     if verb == "ack":
-        res = await db.ack(name, req.node, req.seqs, req.fences)
+        try:
+            res = await db.ack(name, req.node, req.seqs, req.fences)
+        except SeglogError:
+            # A failed delete put the jobs back (SEMANTICS §10.4): any stream may take them.
+            server_state(request).queue_settled(name)
+            raise
     elif verb == "nack":
         res = db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
     else:
