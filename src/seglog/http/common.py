@@ -2,7 +2,8 @@
 responses with the `performance` block. (Where engine calls run: `async_engine`.)
 
 A body that ends before it is complete (malformed chunked framing, or the client closing
-mid-body: an `http.disconnect` before the declared length) is bad input, `400 invalid_request`, never a 500.
+mid-body: an `http.disconnect`, or an end before the declared length) is bad input,
+`400 invalid_request`, never a 500.
 """
 
 from __future__ import annotations
