@@ -7,6 +7,7 @@ import dataclasses
 from typing import Any
 
 import httpx
+import msgspec
 import orjson
 import pytest
 
@@ -431,6 +432,14 @@ async def test_a_diff_body_that_is_not_a_page_is_a_protocol_error(
     api = make_api(lambda _req: httpx.Response(200, content=body))
     with pytest.raises(SeglogProtocolError):
         await api("diff", "jobs")
+
+
+def test_diff_result_from_parsed_json_is_the_decoded_page() -> None:
+    from seglog.client.types import decode_diff
+
+    assert DiffResult.from_json(DIFF) == decode_diff(orjson.dumps(DIFF))
+    with pytest.raises(msgspec.ValidationError):
+        DiffResult.from_json({**DIFF, "records": [{"$ts": 1}]})
 
 
 async def test_diff_without_a_performance_block(make_api: MakeApi) -> None:

@@ -237,15 +237,6 @@ class ReadRecord(
         return cls(obj["$seq"], obj["$ts"], get("data"), get("$node"), get("$tag"), get("meta"))
 
 
-def _records(items: list[dict[str, Any]]) -> list[ReadRecord]:
-    """`ReadRecord.from_json` over a list of parsed records."""
-    rec = ReadRecord
-    return [
-        rec(o["$seq"], o["$ts"], o.get("data"), o.get("$node"), o.get("$tag"), o.get("meta"))
-        for o in items
-    ]
-
-
 @dataclass(frozen=True, slots=True)
 class Tombstone:
     """In-band data-loss signal: seqs `gap_from..gap_to` will never be delivered.
@@ -325,18 +316,8 @@ class DiffResult:
 
     @classmethod
     def from_json(cls, obj: Mapping[str, Any]) -> Self:
-        tomb = obj.get("tombstone")
-        return cls(
-            topic=str(obj["topic"]),
-            records=_records(obj["records"]),
-            next_from_seq=int(obj["next_from_seq"]),
-            head_seq=int(obj["head_seq"]),
-            earliest_seq=int(obj["earliest_seq"]),
-            caught_up=bool(obj["caught_up"]),
-            tombstone=None if tomb is None else Tombstone.from_json(tomb),
-            lag=int(obj["lag"]),
-            performance=_perf(obj),
-        )
+        """From a parsed diff response (the client itself decodes the bytes: `decode_diff`)."""
+        return cls.from_page(msgspec.convert(obj, DiffPage))
 
 
 @dataclass(frozen=True, slots=True)
