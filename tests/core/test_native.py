@@ -13,6 +13,7 @@ import sys
 from dataclasses import dataclass
 from types import ModuleType
 
+import msgspec
 import numpy as np
 import pytest
 import xxhash
@@ -522,3 +523,39 @@ def test_gather_rows_refuses_a_negative_width(impl: str) -> None:
 def test_encode_appends_raise_where_the_twin_does(case: tuple) -> None:
     outcomes = _append_outcomes(case)
     assert outcomes[0] == outcomes[1]
+
+
+# ---- json_rows (the diff page's common record array) -------------------------------------
+
+U64S = st.integers(0, 2**64 - 1)
+JSON_TEXT = st.sampled_from([b"null", b"1", b'"x"', b'{"a":[1,2]}', b'"\xc3\xa9"', b"[]"])
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(U64S, U64S, JSON_TEXT), max_size=40))
+def test_json_rows_is_its_twin(rows: list[tuple[int, int, bytes]]) -> None:
+    from seglog.http.responses import json_rows_py
+
+    seqs, ts, data = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
+    got = _c().json_rows(seqs, ts, data)
+    assert got == json_rows_py(seqs, ts, data)
+    parsed = msgspec.json.decode(got)  # valid JSON, u64 values exact
+    assert [(r["$seq"], r["$ts"]) for r in parsed] == [(s, t) for s, t, _ in rows]
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (([1], [1, 2], [b"1"]), ValueError),  # columns of different lengths
+        (([1], [1], ["1"]), TypeError),  # a str datum
+        (([1.0], [1], [b"1"]), TypeError),  # a float seq
+        (([-1], [1], [b"1"]), OverflowError),
+        (([2**64], [1], [b"1"]), OverflowError),
+        (((1,), [1], [b"1"]), TypeError),  # not a list
+    ],
+)
+def test_json_rows_refuses_what_is_not_a_page(args: tuple, error: type[Exception]) -> None:
+    with pytest.raises(error):
+        _c().json_rows(*args)

@@ -7,11 +7,12 @@ they are spliced back with `orjson.Fragment`, never re-encoded.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import cast
 
 import orjson
 
+from seglog.core import native
 from seglog.http.cursors import encode_cursor
 from seglog.http.wire_types import (
     DeleteResponse,
@@ -114,23 +115,33 @@ def records_array(
     return b"[" + b",".join(parts) + b"]"
 
 
+def json_rows_py(seqs: list[int], ts: list[int], data: list[bytes]) -> bytes:
+    """The JSON array of records with nothing but seq, ts and data to show (the twin of
+    the C `json_rows`, which formats a page of 1,000 in ~30 µs instead of ~200 µs)."""
+    return (
+        b"["
+        + b",".join(
+            [b'{"$seq":%d,"$ts":%d,"data":%b}' % row for row in zip(seqs, ts, data, strict=True)]
+        )
+        + b"]"
+    )
+
+
+json_rows: Callable[[list[int], list[int], list[bytes]], bytes] = (
+    json_rows_py if native.speedups is None else native.speedups.json_rows
+)
+
+
 def columns_array(cols: RecordColumns, include_tags: bool, include_meta: bool) -> bytes:
     """`records_array` for a columnar read: the same bytes, without a `Record` per row.
     Rows with nothing but seq, ts and data to show (the common case) are formatted in one
     pass; the others like `record_object`."""
-    shown_tag = include_tags and any(t is not None for t in cols.tag)
-    shown_meta = include_meta and any(m is not None for m in cols.meta)
-    if not shown_tag and not shown_meta and not any(n is not None for n in cols.node):
-        return (
-            b"["
-            + b",".join(
-                [
-                    b'{"$seq":%d,"$ts":%d,"data":%b}' % row
-                    for row in zip(cols.seq, cols.ts, cols.data, strict=True)
-                ]
-            )
-            + b"]"
-        )
+    n = len(cols.seq)
+    # `count` scans in C: a generator over 1,000 rows costs ~25 µs per column.
+    shown_tag = include_tags and cols.tag.count(None) < n
+    shown_meta = include_meta and cols.meta.count(None) < n
+    if not shown_tag and not shown_meta and cols.node.count(None) == n:
+        return json_rows(cols.seq, cols.ts, cols.data)
     parts: list[bytes] = []
     for seq, ts, node, tag, data, meta in zip(
         cols.seq, cols.ts, cols.node, cols.tag, cols.data, cols.meta, strict=True
