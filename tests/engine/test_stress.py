@@ -7,7 +7,8 @@ files:
 - writers append 1–4 records to `disk`, `fsync` and `memory` topics, some with
   `cap_records`, tagged at random;
 - a deleter runs `before_seq` and tag-match deletes;
-- maintenance takes snapshots and seals segments (so deletes flip sealed delete flags);
+- maintenance takes snapshots, writes the queued delete flags of sealed records and seals
+  segments, as the server's maintenance pass does;
 - an admin creates, reconfigures (class and cap changes, ephemeral/memory → disk/fsync
   upgrades), writes to and drops "churn" topics, and flips one shared topic between `disk`
   and `fsync` and between capped and uncapped while the writers use it.
@@ -208,6 +209,8 @@ def maintenance(run: Run) -> None:
                 names = sorted(e.topics)
                 t = e.topics.get(rng.choice(names)) if names else None
                 if t is not None:
+                    if t.segments is not None:  # as the maintenance pass does, then seals
+                        t.segments.flush_flags(t)
                     seal_topic(e, t, force=rng.random() < 0.5)
         except Exception as err:
             # An injected fault abandons the snapshot/seal (OSError, SeglogError, or the
