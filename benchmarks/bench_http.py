@@ -122,7 +122,9 @@ class Wrk:
         self.n += 1
         lua = self.dir / f"s{self.n}.lua"
         lua.write_text(script + SUMMARY_LUA)
-        cmd = ["wrk", "-t1", f"-c{conns}", f"-d{self.seconds}s", "-s", str(lua), url]
+        # wrk's duration takes whole seconds ("3s"; "3.0s" and "3000ms" are refused).
+        duration = f"{max(1, round(self.seconds))}s"
+        cmd = ["wrk", "-t1", f"-c{conns}", f"-d{duration}", "-s", str(lua), url]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
         s = json.loads(out.strip().splitlines()[-1])
         if s["non2xx"] or s["errors"]:

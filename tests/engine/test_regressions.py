@@ -122,7 +122,8 @@ def test_failed_append_fails_only_itself_and_its_seqs_stay_holes(
     batch. B must be acked; C and D get fresh seqs above B; after a crash A's seqs are
     holes, B, C, D are there (or, for `disk` after a power cut, absent but never altered)
     and a new write is handed a seq above every acked one."""
-    e = open_engine(fs)
+    # The held write waits in the writer thread, not in this one (no inline write).
+    e = open_engine(fs, wal_inline_writes=False)
     engines.append((e, fs))
     hooks = Hooks(fs)
     e.put_topic("t", TopicConfig(durability=cls))
@@ -173,7 +174,8 @@ def test_delete_queued_behind_failing_append_is_bounded_by_the_visible_head(
     """1(b): a before_seq delete ordered behind append A, whose commit then fails, is bounded
     by the head that is actually visible (A's seqs never were), so a write acked later is
     neither swallowed by the delete floor now nor after a crash."""
-    e = open_engine(fs)
+    # The held write waits in the writer thread, not in this one (no inline write).
+    e = open_engine(fs, wal_inline_writes=False)
     engines.append((e, fs))
     hooks = Hooks(fs)
     e.put_topic("t", TopicConfig(durability=cls))
@@ -506,7 +508,8 @@ def test_flag_flip_eio_does_not_hit_an_unrelated_concurrent_writer(
     """Whichever thread applies the delete (the deleter or a writer draining the topic's
     queue), no flag is written on its path; the flush that writes them, failing, runs
     beside a writer without touching it, and nothing hangs."""
-    e = open_engine(fs, segment_max_events=4)
+    # The held write waits in the writer thread, not in this one (no inline write).
+    e = open_engine(fs, wal_inline_writes=False, segment_max_events=4)
     engines.append((e, fs))
     _sealed_topic(e)
     hooks = Hooks(fs)

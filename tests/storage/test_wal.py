@@ -344,7 +344,8 @@ def test_queue_full_rejects_without_writing(wal_dir: Path) -> None:
 
 def test_close_commits_everything_accepted(wal_dir: Path) -> None:
     fs = HookedFs()
-    w = Wal(fs, wal_dir, 1, idle_sync=False)
+    # Every submission through the queue (none written inline by this thread), held there.
+    w = Wal(fs, wal_dir, 1, idle_sync=False, inline_buffered=False)
     w.open()
     fs.gate.clear()
     commits = [w.submit(0, [rec(1, s, durable=False)], durable=False) for s in range(1, 50)]

@@ -88,6 +88,9 @@ class EngineOptions:
     max_total_bytes: int = 0
     snapshot_interval_ms: int = 60_000
     snapshot_wal_bytes: int = 64 << 20
+    # Buffered WAL writes (memory/disk) written by the writing thread when the shard's
+    # writer is idle; tests that hold the writer at a gate turn it off.
+    wal_inline_writes: bool = True
 
 
 class Engine:
@@ -160,6 +163,7 @@ class Engine:
             self.datadir.wal_dir,
             self.options.wal_shards,
             file_size=self.options.wal_file_size,
+            inline_buffered=self.options.wal_inline_writes,
         )
         wal.open(tails)
         self.wal = wal

@@ -48,6 +48,7 @@ class Wal:
         file_size: int = FILE_SIZE,
         queue_size: int = QUEUE_SIZE,
         idle_sync: bool = True,
+        inline_buffered: bool = True,
     ) -> None:
         self.fs = fs
         self.wal_dir = wal_dir
@@ -55,6 +56,9 @@ class Wal:
         self.file_size = file_size
         self.queue_size = queue_size
         self.idle_sync = idle_sync  # tests turn the timing-dependent idle fsync off
+        # Buffered submissions may be written by their caller when the writer is idle
+        # (`WalShard.submit`); off, every submission goes through the writer thread.
+        self.inline_buffered = inline_buffered
         self._shards: list[WalShard] = []
         self._open = False
 
@@ -78,7 +82,15 @@ class Wal:
                     fs.fsync_dir(self.wal_dir)
                 tail = tails.get(group_key(i, self.shards))
                 shards.append(
-                    WalShard(fs, d, self.file_size, self.queue_size, tail, self.idle_sync)
+                    WalShard(
+                        fs,
+                        d,
+                        self.file_size,
+                        self.queue_size,
+                        tail,
+                        self.idle_sync,
+                        self.inline_buffered,
+                    )
                 )
         except BaseException:
             for s in shards:

@@ -1,9 +1,10 @@
 """The completion handle of one WAL submission, and the errors a submission ends in.
 
-A `Commit` is created by `WalShard.submit` and completed exactly once, by that shard's
-writer thread (`_complete`, which nothing else calls), after its batch was written (and
-fsynced, if durable) or failed. Callbacks run on the writer thread and must not block; one
-that raises is logged, never propagated into the writer.
+A `Commit` is created by `WalShard.submit` and completed exactly once, by whoever wrote
+its batch (`_complete`, which nothing else calls): the shard's writer thread, or for a
+buffered submission written inline the submitting thread, before `submit` returns (then
+it is already done and no callback can have been added). Callbacks run on the completing
+thread and must not block; one that raises is logged, never propagated into the writer.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ class WalMetrics:
 
     frames: int = 0
     batches: int = 0
+    inline_batches: int = 0  # of `batches`, written by the submitting thread (not rendered)
     fsyncs: int = 0
     bytes_written: int = 0
     rotations: int = 0
@@ -33,6 +34,7 @@ class WalMetrics:
     def add(self, m: WalMetrics) -> None:
         self.frames += m.frames
         self.batches += m.batches
+        self.inline_batches += m.inline_batches
         self.fsyncs += m.fsyncs
         self.bytes_written += m.bytes_written
         self.rotations += m.rotations

@@ -23,10 +23,20 @@ both are repaired at once, before the failed handles complete: `_erase_failed`):
   `SYNC_EVERY_S`) and after any failure re-sends that whole window with the next write.
 Both repairs are followed by an fsync in the same batch.
 
-Threads: a `WalShard`'s file state is owned by its writer thread; `_cv` guards its queue,
-`_lock` its metrics. `submit`, `queue_depth`, `add_metrics_to` and `stop` may be called
-from any thread. The writer never takes engine locks and runs completion callbacks, which
-must not block. All file access goes through the `Fs` seam.
+One shortcut: a buffered (non-durable) submission that finds the queue empty and the
+writer idle is written by the submitting thread itself, the same `_commit` under the same
+lock (`submit`). A small `disk` or `memory` write then costs one pwrite instead of two
+thread wake-ups, which were most of its latency. Anything that may block stays with the
+writer: fsyncs, rotations, repairs after a failure, the periodic sync.
+
+Threads: a `WalShard`'s file state is owned by whoever holds `_file_lock` (the writer for
+each batch it takes, or an inline submitter); `_cv` guards the queue, `_lock` the metrics.
+Lock order: `_cv` may be held while taking `_file_lock` only by the writer (blocking) or by
+a submitter's non-blocking try, so nobody ever waits for `_cv` while holding `_file_lock`
+from the other side. `submit`, `queue_depth`, `add_metrics_to` and `stop` may be called
+from any thread. The shard never takes engine locks (an inline write runs under the
+submitter's, which the writer never needs) and runs completion callbacks, which must not
+block. All file access goes through the `Fs` seam.
 """
 
 from __future__ import annotations
@@ -47,6 +57,10 @@ QUEUE_SIZE = 4096
 TAKE_TIMEOUT_S = 0.05
 SYNC_EVERY_BYTES = 8 << 20  # bounds the re-send window and what a crash can drop
 SYNC_EVERY_S = 1.0
+# Larger buffered submissions go through the writer even when it is idle: the two thread
+# wake-ups saved are a small share of their cost, and a big pwrite that the kernel
+# throttles (dirty-page writeback) should stall the writer, not the submitter's loop.
+INLINE_MAX_BYTES = 64 << 10
 log = logging.getLogger("seglog.wal")
 
 
@@ -68,6 +82,7 @@ class WalShard:
         queue_size: int,
         tail: Position | None,
         idle_sync: bool,
+        inline_buffered: bool = True,
     ) -> None:
         self.fs = fs
         self.dir = directory
@@ -79,6 +94,11 @@ class WalShard:
         self._idle = False
         self._stopping = False
         self._inflight: list[Commit] = []
+        # Whoever writes the file holds `_file_lock`: the writer thread for a batch it took
+        # (taken under `_cv`, so nothing submitted later can overtake it), or a submitting
+        # thread writing its buffered submission inline (`submit`).
+        self._file_lock = threading.Lock()
+        self.inline_buffered = inline_buffered
         self.m = WalMetrics()
         self._lock = threading.Lock()  # guards `m` for readers on other threads
         self.read_only = False
@@ -138,15 +158,63 @@ class WalShard:
             if self._stopping:
                 raise WalError(f"WAL shard {self.dir.name} is closed")
             depth = len(self._pending)
-            if depth >= self.queue_size:
-                self.m.submit_full_total += 1
-                raise WalQueueFull(f"WAL shard {self.dir.name} queue is full")
-            self._pending.append(_Submission(frames, durable, c))
-            if depth + 1 > self.m.queue_depth_peak:
-                self.m.queue_depth_peak = depth + 1
-            if self._idle:
-                self._cv.notify()
+            # A buffered submission that finds the writer idle and nothing queued is written
+            # here, by its caller: one pwrite into the page cache instead of two thread
+            # wake-ups (this one's to the writer and the writer's back), the largest cost
+            # of a small `disk` write. Order holds: the writer takes `_file_lock` under
+            # `_cv` with every batch, so no earlier submission can still be unwritten.
+            if (
+                durable
+                or depth
+                or not self.inline_buffered
+                or not self._file_lock.acquire(blocking=False)
+            ):
+                self._queue(frames, durable, c, depth)
+                return c
+            if not self._inline_fits(frames):
+                self._file_lock.release()
+                self._queue(frames, durable, c, depth)
+                return c
+        failure: BaseException | None = None
+        try:
+            self._commit([_Submission(frames, False, c)], inline=True)
+            with self._lock:
+                self.m.inline_batches += 1
+        except BaseException as e:  # a bug, or a test's simulated power cut
+            failure = e
+        finally:
+            self._file_lock.release()  # before `_die`, which takes `_cv`
+        if failure is not None:
+            self._die(failure, c)
+            raise failure
         return c
+
+    def _inline_fits(self, frames: list[bytes]) -> bool:
+        """Under `_file_lock`: may this buffered submission be written by its caller now?
+        Only a small plain write at the tail: anything that may block (a rotation's new
+        file and fsyncs, a repair, a periodic sync, a large write) stays on the writer."""
+        size = sum(map(len, frames))
+        return (
+            size <= INLINE_MAX_BYTES
+            and not self.read_only
+            and not self._resend
+            and not self._scrub_to
+            and self.gather_s <= 0
+            and self.tail + size <= self.cap
+            and self._unsynced_bytes + size < SYNC_EVERY_BYTES
+            and time.monotonic() - self._last_sync < SYNC_EVERY_S
+        )
+
+    def _queue(self, frames: list[bytes], durable: bool, c: Commit, depth: int) -> None:
+        """Under `_cv`: hand the submission to the writer thread."""
+        if depth >= self.queue_size:
+            self.m.submit_full_total += 1
+            raise WalQueueFull(f"WAL shard {self.dir.name} queue is full")
+        self._pending.append(_Submission(frames, durable, c))
+        if depth + 1 > self.m.queue_depth_peak:
+            self.m.queue_depth_peak = depth + 1
+        if self._idle:
+            self._cv.notify()
 
     def queue_depth(self) -> int:
         return len(self._pending)
@@ -164,7 +232,8 @@ class WalShard:
 
     # -- writer thread --
     def _take(self, timeout: float | None) -> tuple[list[_Submission], bool]:
-        """Everything queued (waiting up to `timeout` for the first), and whether to stop."""
+        """Everything queued (waiting up to `timeout` for the first), and whether to stop.
+        A non-empty batch comes with `_file_lock` held, for the caller to release."""
         with self._cv:
             if not self._pending and not self._stopping and timeout:
                 self._idle = True
@@ -172,6 +241,11 @@ class WalShard:
                 self._idle = False
             batch = list(self._pending)
             self._pending.clear()
+            if batch:
+                # Under `_cv`, so a submission queued after these cannot be written
+                # inline before them. An inline writer never waits for `_cv` while it
+                # holds the file lock, so this cannot deadlock.
+                self._file_lock.acquire()
             return batch, self._stopping
 
     def _gather(self, window_s: float) -> list[_Submission]:
@@ -194,47 +268,60 @@ class WalShard:
         try:
             self._loop()
         except BaseException as e:
-            # The writer died (a bug, or a test's simulated power cut): nobody may wait
-            # forever, and nothing more is accepted.
-            self.read_only = True
-            with self._lock:
-                self.m.read_only = 1
-            err = WalError(f"WAL writer {self.dir.name} stopped: {e!r}")
-            with self._cv:
-                pending = list(self._pending)
-                self._pending.clear()
-                self._stopping = True
-            for c in [*self._inflight, *(s.commit for s in pending)]:
-                if not c.done():
-                    c._complete(err)
-            if isinstance(e, Exception):
-                log.exception("WAL writer %s stopped", self.dir.name)
+            self._die(e)
+
+    def _die(self, e: BaseException, inline: Commit | None = None) -> None:
+        """The writer (or an inline write) died (a bug, or a test's simulated power cut):
+        nobody may wait forever, and nothing more is accepted."""
+        self.read_only = True
+        with self._lock:
+            self.m.read_only = 1
+        err = WalError(f"WAL writer {self.dir.name} stopped: {e!r}")
+        with self._cv:
+            pending = list(self._pending)
+            self._pending.clear()
+            self._stopping = True
+            self._cv.notify()
+        for c in [*self._inflight, *(s.commit for s in pending), *([inline] if inline else [])]:
+            if not c.done():
+                c._complete(err)
+        if isinstance(e, Exception):
+            log.exception("WAL writer %s stopped", self.dir.name)
 
     def _loop(self) -> None:
         while True:
             batch, stopping = self._take(TAKE_TIMEOUT_S)
             if not batch and not stopping:
-                if self.idle_sync and self._dirty():
-                    self._background_sync()
+                if self.idle_sync:
+                    with self._file_lock:
+                        if self._dirty():
+                            self._background_sync()
                 continue
-            # No gathering window: whatever queued while the previous fdatasync ran is
-            # the next group, so the group size follows the load by itself. A sleeping
-            # window measured slower (it waited on writers that were waiting on it).
-            if batch and self.gather_s > 0 and not stopping:
-                batch.extend(self._gather(self.gather_s))
-            if batch:
-                self._inflight = [sub.commit for sub in batch]
-                self._commit(batch)
-                self._inflight = []
-            if stopping:
-                rest, _ = self._take(None)  # submit refuses once stopping; belt and braces
-                if rest:
-                    self._commit(rest)
-                self._background_sync()
-                self.file.close()
-                return
+            if not batch:
+                self._file_lock.acquire()
+            try:
+                # No gathering window: whatever queued while the previous fdatasync ran is
+                # the next group, so the group size follows the load by itself. A sleeping
+                # window measured slower (it waited on writers that were waiting on it).
+                if batch and self.gather_s > 0 and not stopping:
+                    batch.extend(self._gather(self.gather_s))
+                if batch:
+                    self._inflight = [sub.commit for sub in batch]
+                    self._commit(batch)
+                    self._inflight = []
+                if stopping:
+                    with self._cv:  # submit refuses once stopping; belt and braces
+                        rest = list(self._pending)
+                        self._pending.clear()
+                    if rest:
+                        self._commit(rest)
+                    self._background_sync()
+                    self.file.close()
+                    return
+            finally:
+                self._file_lock.release()
 
-    def _commit(self, batch: list[_Submission]) -> None:
+    def _commit(self, batch: list[_Submission], inline: bool = False) -> None:
         if self.read_only:
             ro = WalReadOnly(f"WAL shard {self.dir.name} is read-only")
             for s in batch:
@@ -282,9 +369,13 @@ class WalShard:
             c.fsync_ms = fsync_ms
             c.position = (self.idx, start + end)
             c._complete()
-        if not durable and (
-            self._unsynced_bytes >= SYNC_EVERY_BYTES
-            or time.monotonic() - self._last_sync >= SYNC_EVERY_S
+        if (
+            not durable
+            and not inline
+            and (
+                self._unsynced_bytes >= SYNC_EVERY_BYTES
+                or time.monotonic() - self._last_sync >= SYNC_EVERY_S
+            )
         ):
             self._background_sync()
 
