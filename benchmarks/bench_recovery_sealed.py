@@ -6,7 +6,8 @@ real server seals every `segment_max_events` records, and recovery then reuses t
 segments (STORAGE §6 step 8). This measures, on one directory:
 
 - `plan`: `OfflineDir.open` of the topic (what the Spark offline reader's planner runs);
-- `open`: `Engine.open` of a copy of the directory (the server's start before "ready");
+- `open`: `Engine.open` of a copy of the directory (the server's start before "ready"),
+  then 21 diffs of 1,000 records around the topic's middle (the first one's segment cold);
 - `spark` (only when asked for): the Spark offline read of the directory into the `noop`
   sink in one `local[2]` session, `--reps` times, each followed by `bench_spark.py`'s
   Python-source ceiling over as many rows (the first read pays the JVM's warm-up).
@@ -27,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gc
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +50,21 @@ def rss_mb() -> tuple[float, float]:
             if key in ("VmRSS", "VmHWM"):
                 got[key] = int(value.split()[0]) / 1024
     return got["VmRSS"], got["VmHWM"]
+
+
+def middle_diffs(e: Engine, count: int, reads: int = 20) -> list[float]:
+    """ms per `Engine.read` of 1,000 records (the server's diff) at positions around the
+    middle of the topic (the middle half), the first being the very first read."""
+    head = e.topics["t"].head
+    step = max(1, count // (4 * reads)) + 13  # off the segment boundaries
+    out = []
+    for k in range(reads + 1):
+        from_seq = head // 2 + (k - reads // 2) * step
+        t0 = time.perf_counter()
+        r = e.read("t", from_seq, limit=1000, max_bytes=8 << 20)
+        out.append((time.perf_counter() - t0) * 1000)
+        assert len(r.records) == 1000 and r.records[0].seq == from_seq + 1, "diff lost records"
+    return out
 
 
 def build(root: Path, n: int) -> None:
@@ -136,10 +153,18 @@ def main() -> None:
             count = e.topics["t"].count
             gc.collect()
             rss, peak = rss_mb()
+            diffs = middle_diffs(e, count)
             e.close(snapshot=False)
             print(
                 f"open {count:,} records: {dt:.2f} s ({count / dt:,.0f} rec/s), "
                 f"RSS {rss:,.0f} MB (peak {peak:,.0f} MB)",
+                flush=True,
+            )
+            print(
+                "diff of 1,000 records from the middle, right after the start: first "
+                f"{diffs[0]:.2f} ms (its segment not yet read), then median "
+                f"{statistics.median(diffs[1:]):.2f} ms, max {max(diffs[1:]):.2f} ms "
+                f"over {len(diffs) - 1} other middle positions",
                 flush=True,
             )
             del e

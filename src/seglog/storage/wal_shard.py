@@ -112,6 +112,7 @@ class WalShard:
         self._resend = False
         self._scrub_to = 0
         self._last_sync = time.monotonic()
+        self._last_inline = 0.0  # when a submitter last wrote inline (idle syncs wait)
         self._bg_failing = False  # log a failing background sync once, not every 50 ms
         # Group-commit gathering window, 0 = none (the default: measured faster). The
         # delivery scheduler widens it under pressure, trading ack latency for fewer
@@ -194,7 +195,8 @@ class WalShard:
         Only a small plain write at the tail: anything that may block (a rotation's new
         file and fsyncs, a repair, a periodic sync, a large write) stays on the writer."""
         size = sum(map(len, frames))
-        return (
+        now = time.monotonic()
+        fits = (
             size <= INLINE_MAX_BYTES
             and not self.read_only
             and not self._resend
@@ -202,8 +204,11 @@ class WalShard:
             and self.gather_s <= 0
             and self.tail + size <= self.cap
             and self._unsynced_bytes + size < SYNC_EVERY_BYTES
-            and time.monotonic() - self._last_sync < SYNC_EVERY_S
+            and now - self._last_sync < SYNC_EVERY_S
         )
+        if fits:
+            self._last_inline = now
+        return fits
 
     def _queue(self, frames: list[bytes], durable: bool, c: Commit, depth: int) -> None:
         """Under `_cv`: hand the submission to the writer thread."""
@@ -294,7 +299,11 @@ class WalShard:
             if not batch and not stopping:
                 if self.idle_sync:
                     with self._file_lock:
-                        if self._dirty():
+                        # Idle means no inline writes either: a steady stream of them
+                        # is synced every SYNC_EVERY_S (they are refused once it is due,
+                        # and the writer's commit syncs), not at every empty take.
+                        recent = time.monotonic() - self._last_inline < TAKE_TIMEOUT_S
+                        if self._dirty() and not recent:
                             self._background_sync()
                 continue
             if not batch:
