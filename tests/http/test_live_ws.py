@@ -359,11 +359,25 @@ async def test_per_topic_node_adds_to_the_subscription_node(
     topic's topology, skipped there on top of the command's own `node`."""
     a, b = tname("a"), tname("b")
     for t in (a, b):
-        write(server, t, [{"data": "x", "node": "na"}, {"data": "y", "node": "nb"},
-                          {"data": "z", "node": "top"}])
+        write(
+            server,
+            t,
+            [
+                {"data": "x", "node": "na"},
+                {"data": "y", "node": "nb"},
+                {"data": "z", "node": "top"},
+            ],
+        )
     async with connect(ws_url(server)) as ws:
-        await send(ws, {"op": "subscribe", "request_id": "s", "node": "top",
-                        "topics": {a: {"node": "na"}, b: {"node": ["nb"]}}})
+        await send(
+            ws,
+            {
+                "op": "subscribe",
+                "request_id": "s",
+                "node": "top",
+                "topics": {a: {"node": "na"}, b: {"node": ["nb"]}},
+            },
+        )
         seen: dict[str, list[str]] = {a: [], b: []}
         caught: set[str] = set()
         while caught != {a, b}:
@@ -400,11 +414,53 @@ async def test_parked_socket_gets_rounds_and_a_resubscribe_takes_effect_at_once(
         assert _fanout(server)["served"] >= before + 3
         await send(
             ws,
-            {"op": "subscribe", "request_id": "s2", "topic": topic, "tail": True,
-             "include_data": False},
+            {
+                "op": "subscribe",
+                "request_id": "s2",
+                "topic": topic,
+                "tail": True,
+                "include_data": False,
+            },
         )
         await recv_until(ws, lambda m: m["op"] == "subscribed")
         write(server, topic, [{"data": 4}])
         rec = (await recv_until(ws, lambda m: m["op"] == "record"))[-1]
         assert [r["$seq"] for r in rec["records"]] == [5]
         assert all("data" not in r for r in rec["records"])
+
+
+async def test_a_busy_stream_stays_in_order(server: ServerProcess, topic: str) -> None:
+    """Many small writes from concurrent writers while one socket follows: the messages
+    form one unbroken chain (each `record` starts where the previous one ended, its seqs
+    increase, every `caught_up` comes after the record that reached its head, and never
+    twice in a row), the order a client relies on even when several messages are in
+    flight on the socket at once."""
+    write(server, topic, [{"data": 0}])
+    writers, per_writer = 8, 60
+    async with connect(ws_url(server)) as ws:
+        await send(ws, {"op": "subscribe", "request_id": "s", "topic": topic})
+        await recv_until(ws, lambda m: m["op"] == "caught_up")
+
+        async def writer(k: int, c: httpx.AsyncClient) -> None:
+            for i in range(per_writer):
+                r = await c.post(f"/v0/topics/{topic}", json={"records": [{"data": [k, i]}]})
+                assert r.status_code == 200
+
+        async with httpx.AsyncClient(base_url=server.url, timeout=TIMEOUT) as c:
+            await asyncio.gather(*(writer(k, c) for k in range(writers)))
+        head = 1 + writers * per_writer
+        cursor, last_op, seqs = 1, "caught_up", []
+        while not (last_op == "caught_up" and cursor == head):
+            m = await recv(ws)
+            if m["op"] == "record":
+                assert m["from_seq"] == cursor, f"a record message out of order: {m}"
+                got = [r["$seq"] for r in m["records"]]
+                assert got == sorted(got) and got[0] > cursor and got[-1] <= m["to_seq"]
+                seqs += got
+                cursor = m["to_seq"]
+            else:
+                assert m["op"] == "caught_up", m
+                assert last_op == "record", "caught_up twice in a row"
+                assert m["head_seq"] == cursor, "caught_up before the record it follows"
+            last_op = m["op"]
+        assert seqs == list(range(2, head + 1))

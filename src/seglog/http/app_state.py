@@ -56,7 +56,7 @@ class ServerState:
         self.watch = WatchSessions(self.engine.clock, s.max_watch_sessions)
         self.slots = StreamSlots(s.max_sse_connections, s.max_sse_connections_per_key)
         self.feed = TopicFeed(self.db)
-        self.fanout = LiveFanout(self.feed, writers_active=lambda: self.db.writes_in_flight > 0)
+        self.fanout = LiveFanout(self.feed, writers_active=self.db.writers_active)
 
     async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
         """Wait for an append to (or the deletion of) any of `topics`, or shutdown."""

@@ -9,6 +9,7 @@ await these methods and never touch engine state themselves.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -38,6 +39,10 @@ T = TypeVar("T")
 
 # Reads of more records than this (the JSON diff's largest page) run in a worker thread.
 BIG_READ = MAX_DIFF_LIMIT
+# How long after a write ended writers still count as active for the fan-out's pacing:
+# longer than the gap between a steady writer's requests, short enough that watchers
+# behind a burst catch up at full speed right after it.
+RECENT_WRITE_S = 0.01
 
 
 async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -48,10 +53,18 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 class AsyncEngine:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
-        # Record writes being served right now (the live fan-out paces itself while any
-        # are): counted here, where every write path (HTTP, WebSocket publish) passes.
+        # Record writes being served right now, and when the last one ended (the live
+        # fan-out paces itself while writers are active): kept here, where every write
+        # path (HTTP, WebSocket publish) passes.
         self.writes_in_flight = 0
+        self.last_write_end = -1e9  # time.monotonic()
         self.claims = ClaimCohorts(self._claim_pass)
+
+    def writers_active(self) -> bool:
+        """A write is being served, or one ended within the last RECENT_WRITE_S: a buffered
+        write that finds the WAL writer idle completes without ever waiting on the loop,
+        so "in flight" alone misses a steady stream of them."""
+        return self.writes_in_flight > 0 or time.monotonic() - self.last_write_end < RECENT_WRITE_S
 
     # ---- cheap, lock-free facts ----------------------------------------------------------
     @property
@@ -200,6 +213,7 @@ class AsyncEngine:
             return await finish_write(e, pw)
         finally:
             self.writes_in_flight -= 1
+            self.last_write_end = time.monotonic()
 
     async def read(
         self,

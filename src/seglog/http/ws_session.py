@@ -31,6 +31,7 @@ from seglog.errors import ErrorCode, SeglogError
 from seglog.http.app_state import ServerState
 from seglog.http.auth import Principal, Scope
 from seglog.http.live_fanout import Signal
+from seglog.http.live_fanout import start as start_send
 from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch
 from seglog.http.watch_request import DeliveryOptions
@@ -44,10 +45,10 @@ from seglog.http.ws_publish import publish
 
 OUTBOUND_QUEUE = 4
 # Loop time charged to the fan-out's pacing per message a round queues (sent later by the
-# writer task: its wake, Starlette's send, granian's per-message future). Tuned with
-# bench_live at 100 sockets, 1 record/ms: 0 → writer ack p50 6.4 ms, delivery p50 8.9;
-# 5 µs → 1.5 and 8.8; 10 µs → 0.57 and 13.
-WS_SEND_COST_S = 5e-6
+# writer task, several per trip through granian). Tuned with bench_live at 100 sockets, 1
+# record/ms, `memory`, sends pipelined (two runs each; delivery p50 / writer ack p50, ms):
+# 0 → 4.6–5.8 / 2.4–3.6; 1 µs → 4.7–4.9 / 0.9–1.0; 2 µs → 5.5–5.7 / 0.67; 5 µs → 7.9–8.5 / 0.5.
+WS_SEND_COST_S = 1e-6
 IDLE_WAKE_S = 30.0
 SHUTDOWN = orjson.dumps(
     {"op": "error", "code": "server_shutting_down", "message": "server is shutting down"}
@@ -102,9 +103,26 @@ class WsSession:
             await self._out.put(m)
 
     async def _write_loop(self) -> None:
+        # Everything queued goes out together: each send is started before the previous
+        # one has completed, so one trip through granian's completion thread covers them
+        # all. Awaited one by one, each message cost a trip of its own, the queue stayed
+        # full and rounds handed their messages to this task (98 % of rounds at 100
+        # sockets, 1 record/ms; BENCHMARKS.md). Order holds: granian's embedded worker
+        # (pinned <2.9 in pyproject.toml) runs one current-thread tokio runtime, so the
+        # send tasks started here run in order and queue on the socket's fair lock in
+        # order; test_live_ws checks the order of a busy stream.
+        out = self._out
+        send = self._ws.send
         while True:
-            message = await self._out.get()
-            await self._ws.send_text(message.decode())
+            batch = [await out.get()]
+            while not out.empty():
+                batch.append(out.get_nowait())
+            started = [
+                start_send(send({"type": "websocket.send", "text": m.decode()})) for m in batch
+            ]
+            for rest in started:
+                if rest is not None:
+                    await rest
 
     # ---- reader ------------------------------------------------------------------------
     async def _read_loop(self) -> None:
