@@ -522,3 +522,13 @@ async def test_only_record_writes_count_as_writers_for_pacing(
     assert db.writers_active()
     db.last_write_end -= async_engine.RECENT_WRITE_S
     assert not db.writers_active()
+
+
+def test_only_a_costly_round_with_writers_active_is_followed_by_a_pause() -> None:
+    from seglog.http.live_fanout import IDLE_FACTOR, MIN_PACED_ROUND_S, pause_after_round
+
+    big = MIN_PACED_ROUND_S * 5
+    assert pause_after_round(big, IDLE_FACTOR, lambda: True) == big * IDLE_FACTOR
+    assert pause_after_round(big, IDLE_FACTOR, lambda: False) == 0.0
+    assert pause_after_round(MIN_PACED_ROUND_S / 2, IDLE_FACTOR, lambda: True) == 0.0
+    assert pause_after_round(big, 0.0, lambda: True) == 0.0
