@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,16 @@ def test_a_failed_inline_write_fails_only_itself(
 
     gate = hooks.hold(mark("A"))
     hooks.fail_write(mark("A"))
+    writing_threads: list[str] = []
+    held_writes = fs.before_write
+    assert held_writes is not None
+
+    def note_thread(path: Any, offset: int, data: bytes) -> None:
+        if mark("A") in data:
+            writing_threads.append(threading.current_thread().name)
+        held_writes(path, offset, data)
+
+    fs.before_write = note_thread
     outcome: dict[str, object] = {}
 
     def run(key: str, name: str, marker: str) -> threading.Thread:
@@ -57,7 +68,7 @@ def test_a_failed_inline_write_fails_only_itself(
             except BaseException as err:
                 outcome[key] = err
 
-        th = threading.Thread(target=body)
+        th = threading.Thread(target=body, name=f"writer-{key}")
         th.start()
         return th
 
@@ -66,7 +77,8 @@ def test_a_failed_inline_write_fails_only_itself(
     assert e.wal is not None
     wal = e.wal
     tb = run("B", "b", "B")
-    wait_until(lambda: wal.metrics().queue_depth_peak >= 1, "B to be queued behind A")
+    # The writer takes B only once A's write lets go of the file: until then B is queued.
+    wait_until(lambda: wal.metrics().queue_depth >= 1, "B to be queued behind A")
     assert "B" not in outcome, "B was acked before A, queued ahead of it, was written"
     gate.release()
     ta.join(10)
@@ -75,10 +87,11 @@ def test_a_failed_inline_write_fails_only_itself(
     assert isinstance(err, SeglogError) and err.code is ErrorCode.INTERNAL
     rb = outcome["B"]
     assert isinstance(rb, WriteResult), f"B's own frames were written, yet: {rb!r}"
-    assert wal.metrics().inline_batches > inline_before
+    assert writing_threads[0] == "writer-A", "A was not written by its own thread"
     assert wal.metrics().read_only == 0
 
     rc = e.write("a", [rec("C")])
+    assert wal.metrics().inline_batches == inline_before + 1  # C: inline again at once
     assert rc.first_seq > 2, "the failed write's seq was handed out again"
     assert _live(e, "a") == {1: data_of("a0"), rc.first_seq: data_of("C")}
     assert _live(e, "b") == {1: data_of("b0"), rb.first_seq: data_of("B")}

@@ -226,3 +226,55 @@ def test_an_inline_write_that_dies_latches_the_shard_like_a_dead_writer(wal_dir:
     fs.armed = False
     w.close()
     assert seqs(replay(FS, wal_dir, 1)[""]) == [1]
+
+
+class _HoldThenStop(RealFs):
+    """The write carrying `marker` waits for `go`, then the world stops (`_Stop`)."""
+
+    def __init__(self, marker: bytes) -> None:
+        self.marker = marker
+        self.held = threading.Event()
+        self.go = threading.Event()
+
+    def open(self, path: Path, *, create: bool = False) -> File:
+        return _WriteHookFile(super().open(path, create=create), self._write)
+
+    def _write(self, data: bytes, offset: int, write: Callable[..., int]) -> int:
+        if self.marker in data:
+            self.held.set()
+            self.go.wait(10)
+            raise _Stop()
+        return write(data, offset)
+
+
+def test_a_submission_queued_behind_a_dying_inline_write_fails_once_and_is_not_written(
+    wal_dir: Path,
+) -> None:
+    fs = _HoldThenStop(b"t2")
+    w = Wal(fs, wal_dir, 1, idle_sync=False)
+    w.open()
+    w.submit(0, [rec(1, 1, durable=False)], durable=False).wait(5)
+    died: list[BaseException] = []
+
+    def inline_writer() -> None:
+        try:
+            w.submit(0, [rec(1, 2, durable=False)], durable=False)
+        except _Stop as e:
+            died.append(e)
+
+    th = threading.Thread(target=inline_writer)
+    th.start()
+    assert fs.held.wait(10)  # the inline write holds the file
+    queued = w.submit(0, [rec(1, 3)], durable=True)
+    completions: list[object] = []
+    queued.add_done_callback(lambda c: completions.append(c.error))
+    while w.metrics().queue_depth < 1:  # the writer waits for the file, the queue keeps it
+        threading.Event().wait(0.001)
+    fs.go.set()
+    th.join(10)
+    assert died, "the inline write's death reaches its caller"
+    with pytest.raises(WalError):
+        queued.wait(5)
+    w.close()
+    assert len(completions) == 1, "completed more than once"
+    assert seqs(replay(FS, wal_dir, 1)[""]) == [1], "a failed submission was written"

@@ -4,7 +4,9 @@ their commit completes (SEMANTICS §3.1, STORAGE §3.3 ordering rules).
 
 Owner: `TopicState.pending` holds these; the engine appends under the topic lock and the
 first thread that observes a completed head-of-queue op applies it (also under the lock).
-A WAL commit completes on the shard's writer thread, which never takes topic locks.
+A WAL commit completes on the shard's writer thread, which never takes topic locks, or,
+for a buffered write the submitter wrote inline, before `submit` returns (still under the
+topic lock, with no callback attached yet).
 """
 
 from __future__ import annotations

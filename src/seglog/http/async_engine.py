@@ -60,11 +60,13 @@ class AsyncEngine:
         self.last_write_end = -1e9  # time.monotonic()
         self.claims = ClaimCohorts(self._claim_pass)
 
-    def writers_active(self) -> bool:
+    def writers_active(self, now: float | None = None) -> bool:
         """A write is being served, or one ended within the last RECENT_WRITE_S: a buffered
         write that finds the WAL writer idle completes without ever waiting on the loop,
-        so "in flight" alone misses a steady stream of them."""
-        return self.writes_in_flight > 0 or time.monotonic() - self.last_write_end < RECENT_WRITE_S
+        so "in flight" alone misses a steady stream of them. `now`: `time.monotonic()`."""
+        if self.writes_in_flight > 0:
+            return True
+        return (time.monotonic() if now is None else now) - self.last_write_end < RECENT_WRITE_S
 
     # ---- cheap, lock-free facts ----------------------------------------------------------
     @property

@@ -50,6 +50,7 @@ OUTBOUND_QUEUE = 4
 # 0 → 4.6–5.8 / 2.4–3.6; 1 µs → 4.7–4.9 / 0.9–1.0; 2 µs → 5.5–5.7 / 0.67; 5 µs → 7.9–8.5 / 0.5.
 WS_SEND_COST_S = 1e-6
 IDLE_WAKE_S = 30.0
+DRAIN_S = 1.0  # how long a closing socket may take to send what it already queued
 SHUTDOWN = orjson.dumps(
     {"op": "error", "code": "server_shutting_down", "message": "server is shutting down"}
 )
@@ -80,12 +81,26 @@ class WsSession:
             asyncio.ensure_future(self._deliver_loop()),
             asyncio.ensure_future(self._st.stopping.wait()),
         ]
+        writer = tasks[1]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            for t in tasks:
+            others = [t for t in tasks if t is not writer]
+            for t in others:
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*others, return_exceptions=True)
+            if not writer.done():
+                # Sends are started several at a time: cancelling the writer mid-batch
+                # could drop one while later ones still go out, a gap that a client
+                # resuming from its last `to_seq` would never see. Let it finish what is
+                # queued (bounded: a client that stopped reading gets DRAIN_S).
+                drained = asyncio.ensure_future(self._out.join())
+                await asyncio.wait(
+                    [drained, writer], timeout=DRAIN_S, return_when=asyncio.FIRST_COMPLETED
+                )
+                drained.cancel()
+                writer.cancel()
+            await asyncio.gather(writer, return_exceptions=True)
         if tasks[3] in done:  # shutdown: say so, then close
             await self._ws.send_text(SHUTDOWN.decode())
             await self._ws.close(1001)
@@ -123,6 +138,8 @@ class WsSession:
             for rest in started:
                 if rest is not None:
                     await rest
+            for _ in batch:
+                out.task_done()
 
     # ---- reader ------------------------------------------------------------------------
     async def _read_loop(self) -> None:

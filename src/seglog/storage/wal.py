@@ -108,8 +108,10 @@ class Wal:
         return int(xxhash.xxh3_64_intdigest(topic_id.to_bytes(8, "little")) % self.shards)
 
     def submit(self, shard: int, frames: list[bytes], durable: bool) -> Commit:
-        """Queue one atomic submission. Raises `WalQueueFull` (nothing written),
-        `WalReadOnly`, or `WalError` once closed."""
+        """Queue one atomic submission, or write it here when it is buffered and the shard
+        is idle (`WalShard.submit`; the handle is then done on return). Raises
+        `WalQueueFull` (nothing written), `WalReadOnly`, or `WalError` once closed; an
+        inline write that dies re-raises what killed it."""
         if not self._open:
             raise WalError("WAL is not open")
         return self._shards[shard].submit(frames, durable)

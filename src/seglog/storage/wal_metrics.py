@@ -1,7 +1,8 @@
 """The WAL's counters: one `WalMetrics` per shard, summed over shards by `Wal.metrics`.
 
-A shard's writer thread updates its own counters under the shard's `_lock`; readers on
-other threads copy them out under that lock (`WalShard.add_metrics_to`).
+Whoever writes a shard's batch (its writer thread, or a submitter writing inline) updates
+its counters under the shard's `_lock`; readers on other threads copy them out under that
+lock (`WalShard.add_metrics_to`).
 """
 
 from __future__ import annotations

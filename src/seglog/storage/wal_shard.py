@@ -1,8 +1,8 @@
 """One WAL shard: its writer thread, adaptive group commit, failure repair and rotation
 (STORAGE §3.3, §3.5).
 
-Each shard is one writer thread that owns its directory and active file; submissions
-(an atomic list of frames, one durable flag, one `Commit`) arrive through a bounded queue.
+Each shard has one writer thread; submissions (an atomic list of frames, one durable
+flag, one `Commit`) arrive through a bounded queue.
 The writer takes one submission, then everything queued, and writes it as one batch: a
 lone durable write is synced at once, and whatever arrives during that fdatasync becomes
 the next batch, so under load one fdatasync serves many writers. One write per batch at
@@ -26,15 +26,18 @@ Both repairs are followed by an fsync in the same batch.
 One shortcut: a buffered (non-durable) submission that finds the queue empty and the
 writer idle is written by the submitting thread itself, the same `_commit` under the same
 lock (`submit`). A small `disk` or `memory` write then costs one pwrite instead of two
-thread wake-ups, which were most of its latency. Anything that may block stays with the
-writer: fsyncs, rotations, repairs after a failure, the periodic sync.
+thread wake-ups, which were most of its latency. Fsyncs, rotations, the periodic sync and
+large submissions stay with the writer; the repair after a failed inline write (zero the
+range, fsync) runs on the failing submitter before its error is reported, as it would on
+the writer.
 
-Threads: a `WalShard`'s file state is owned by whoever holds `_file_lock` (the writer for
-each batch it takes, or an inline submitter); `_cv` guards the queue, `_lock` the metrics.
-Lock order: `_cv` may be held while taking `_file_lock` only by the writer (blocking) or by
-a submitter's non-blocking try, so nobody ever waits for `_cv` while holding `_file_lock`
-from the other side. `submit`, `queue_depth`, `add_metrics_to` and `stop` may be called
-from any thread. The shard never takes engine locks (an inline write runs under the
+Threads: the file state belongs to whoever holds `_file_lock` (the writer for each batch
+it takes, or an inline submitter); `_cv` guards the queue, `_lock` the metrics. Lock
+order: `_file_lock` before `_cv`. A submitter holding `_cv` only *tries* `_file_lock`, and
+the writer takes `_file_lock` without holding `_cv`: while anything is queued no inline
+write can start, so the writer waits for one in progress, then takes the queue. `submit`,
+`queue_depth`, `add_metrics_to` and `stop` may be called from any thread and never wait
+for a write. The shard never takes engine locks (an inline write runs under the
 submitter's, which the writer never needs) and runs completion callbacks, which must not
 block. All file access goes through the `Fs` seam.
 """
@@ -102,16 +105,16 @@ class WalShard:
         self.m = WalMetrics()
         self._lock = threading.Lock()  # guards `m` for readers on other threads
         self.read_only = False
-        # Writer-owned file state: [synced, tail) was written but is not yet known
-        # durable and is held in `_unsynced`; `_resend` after a failure; stale bytes
-        # of failed batches may sit in [tail, _scrub_to).
+        # File state (under `_file_lock`): [synced, tail) was written but is not yet known
+        # durable and is held in `_unsynced` (since `_dirty_since`); `_resend` after a
+        # failure; stale bytes of failed batches may sit in [tail, _scrub_to).
         self.idx, self.tail = self._open_tail(tail)
         self.synced = self.tail
         self._unsynced: list[bytes] = []
         self._unsynced_bytes = 0
         self._resend = False
         self._scrub_to = 0
-        self._last_sync = time.monotonic()
+        self._dirty_since = 0.0  # when the oldest unsynced byte was written
         self._last_inline = 0.0  # when a submitter last wrote inline (idle syncs wait)
         self._bg_failing = False  # log a failing background sync once, not every 50 ms
         # Group-commit gathering window, 0 = none (the default: measured faster). The
@@ -179,10 +182,11 @@ class WalShard:
         failure: BaseException | None = None
         try:
             self._commit([_Submission(frames, False, c)], inline=True)
-            with self._lock:
-                self.m.inline_batches += 1
         except BaseException as e:  # a bug, or a test's simulated power cut
             failure = e
+            # Latched before the file is let go: a batch the writer takes from now on
+            # fails as read-only (exactly once, by the writer), never half-written.
+            self.read_only = True
         finally:
             self._file_lock.release()  # before `_die`, which takes `_cv`
         if failure is not None:
@@ -204,7 +208,7 @@ class WalShard:
             and self.gather_s <= 0
             and self.tail + size <= self.cap
             and self._unsynced_bytes + size < SYNC_EVERY_BYTES
-            and now - self._last_sync < SYNC_EVERY_S
+            and (not self._unsynced or now - self._dirty_since < SYNC_EVERY_S)
         )
         if fits:
             self._last_inline = now
@@ -244,14 +248,18 @@ class WalShard:
                 self._idle = True
                 self._cv.wait(timeout)
                 self._idle = False
+            if not self._pending:
+                return [], self._stopping
+        # Something is queued, so no inline write can start until it is taken: wait for
+        # one in progress here, not holding `_cv` (submitters never wait for a write).
+        self._file_lock.acquire()
+        with self._cv:
             batch = list(self._pending)
             self._pending.clear()
-            if batch:
-                # Under `_cv`, so a submission queued after these cannot be written
-                # inline before them. An inline writer never waits for `_cv` while it
-                # holds the file lock, so this cannot deadlock.
-                self._file_lock.acquire()
-            return batch, self._stopping
+            stopping = self._stopping
+        if not batch:  # an inline death failed the queue meanwhile
+            self._file_lock.release()
+        return batch, stopping
 
     def _gather(self, window_s: float) -> list[_Submission]:
         """What else is submitted within `window_s` (the widened group-commit window)."""
@@ -276,8 +284,10 @@ class WalShard:
             self._die(e)
 
     def _die(self, e: BaseException, inline: Commit | None = None) -> None:
-        """The writer (or an inline write) died (a bug, or a test's simulated power cut):
-        nobody may wait forever, and nothing more is accepted."""
+        """The writer (or an inline write: `inline` is its commit) died (a bug, or a test's
+        simulated power cut): nobody may wait forever, and nothing more is accepted. After
+        an inline death the writer lives on and fails whatever batch it holds itself
+        (read-only), so only the queue and the inline commit are failed here."""
         self.read_only = True
         with self._lock:
             self.m.read_only = 1
@@ -287,7 +297,8 @@ class WalShard:
             self._pending.clear()
             self._stopping = True
             self._cv.notify()
-        for c in [*self._inflight, *(s.commit for s in pending), *([inline] if inline else [])]:
+        held = [inline] if inline is not None else self._inflight
+        for c in [*held, *(s.commit for s in pending)]:
             if not c.done():
                 c._complete(err)
         if isinstance(e, Exception):
@@ -331,6 +342,9 @@ class WalShard:
                 self._file_lock.release()
 
     def _commit(self, batch: list[_Submission], inline: bool = False) -> None:
+        """Write (and fsync, if any is durable) `batch` at the tail under `_file_lock`, then
+        complete its handles. `inline`: a submitter's own buffered write (no periodic sync:
+        that is the writer's)."""
         if self.read_only:
             ro = WalReadOnly(f"WAL shard {self.dir.name} is read-only")
             for s in batch:
@@ -371,6 +385,7 @@ class WalShard:
         with self._lock:
             self.m.frames += sum(len(s.frames) for s in batch)
             self.m.batches += 1
+            self.m.inline_batches += inline
             self.m.bytes_written += len(data)
         for s, end in zip(batch, ends, strict=True):
             c = s.commit
@@ -383,7 +398,7 @@ class WalShard:
             and not inline
             and (
                 self._unsynced_bytes >= SYNC_EVERY_BYTES
-                or time.monotonic() - self._last_sync >= SYNC_EVERY_S
+                or (self._unsynced and time.monotonic() - self._dirty_since >= SYNC_EVERY_S)
             )
         ):
             self._background_sync()
@@ -440,6 +455,8 @@ class WalShard:
         self._scrub_to = 0
         self.tail = end
         if data:
+            if not self._unsynced:
+                self._dirty_since = time.monotonic()
             self._unsynced.append(data)
             self._unsynced_bytes += len(data)
 
@@ -465,7 +482,6 @@ class WalShard:
         self.synced = self.tail
         self._unsynced.clear()
         self._unsynced_bytes = 0
-        self._last_sync = time.monotonic()
         with self._lock:
             m = self.m
             m.fsyncs += 1
