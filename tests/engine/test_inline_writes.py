@@ -7,7 +7,6 @@ back. Spec: SEMANTICS §3.1–§3.2; STORAGE §3.5."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,18 +14,9 @@ import pytest
 from seglog.engine.engine import Engine
 from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Durability, TopicConfig, WriteResult
-from tests.engine.oracle import IMAGES, Hooks, ImageKind, abandon, open_engine, wait_until
+from tests.engine.oracle import IMAGES, Hooks, ImageKind, open_engine, wait_until
 from tests.engine.test_regressions import crash_and_recover, data_of, mark, read_all, rec
 from tests.support.faultfs import FaultFs
-
-
-@pytest.fixture
-def engines() -> Iterator[list[tuple[Engine, FaultFs]]]:
-    opened: list[tuple[Engine, FaultFs]] = []
-    yield opened
-    for e, f in opened:
-        if e.wal is not None:
-            abandon(e, f)
 
 
 def _live(e: Engine, name: str) -> dict[int, bytes]:

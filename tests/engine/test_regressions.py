@@ -10,7 +10,7 @@ Spec: SEMANTICS §2.2, §3.1–§3.2, §4.2, §7; STORAGE §3.5, §5.3, §6 (ste
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,15 +72,6 @@ def seqs_by_marker(e: Engine, name: str) -> dict[bytes, int]:
 @pytest.fixture
 def fs() -> FaultFs:
     return FaultFs()
-
-
-@pytest.fixture
-def engines() -> Iterator[list[tuple[Engine, FaultFs]]]:
-    opened: list[tuple[Engine, FaultFs]] = []
-    yield opened
-    for e, f in opened:
-        if e.wal is not None:
-            abandon(e, f)
 
 
 def crash_and_recover(
