@@ -529,7 +529,7 @@ def test_only_a_costly_round_with_writers_active_is_followed_by_a_pause() -> Non
     from seglog.http.live_fanout import IDLE_FACTOR, MIN_PACED_ROUND_S, pause_after_round
 
     big = MIN_PACED_ROUND_S * 5
-    assert pause_after_round(big, IDLE_FACTOR, lambda: True) == big * IDLE_FACTOR
-    assert pause_after_round(big, IDLE_FACTOR, lambda: False) == 0.0
-    assert pause_after_round(MIN_PACED_ROUND_S / 2, IDLE_FACTOR, lambda: True) == 0.0
-    assert pause_after_round(big, 0.0, lambda: True) == 0.0
+    assert pause_after_round(big, IDLE_FACTOR, True) == big * IDLE_FACTOR
+    assert pause_after_round(big, IDLE_FACTOR, False) == 0.0
+    assert pause_after_round(MIN_PACED_ROUND_S / 2, IDLE_FACTOR, True) == 0.0
+    assert pause_after_round(big, 0.0, True) == 0.0

@@ -224,7 +224,7 @@ class LiveFanout:
         now = time.perf_counter()
         cost = now - t0 + self._charged
         self._charged = 0.0
-        delay = pause_after_round(cost, self.idle_factor, self.writers_active)
+        delay = pause_after_round(cost, self.idle_factor, self.writers_active())
         loop = asyncio.get_running_loop()
         self._next_ok = loop.time() + delay
         if self._pending and self._timer is None:
@@ -297,11 +297,9 @@ class LiveFanout:
         _resolve(p.fut, Signal.WAKE)
 
 
-def pause_after_round(
-    cost_s: float, idle_factor: float, writers_active: Callable[[], bool]
-) -> float:
+def pause_after_round(cost_s: float, idle_factor: float, writers_active: bool) -> float:
     """How long the loop belongs to everything else after a round that cost `cost_s`."""
-    if cost_s < MIN_PACED_ROUND_S or not writers_active():
+    if cost_s < MIN_PACED_ROUND_S or not writers_active:
         return 0.0
     return cost_s * idle_factor
 

@@ -97,9 +97,9 @@ class WalShard:
         self._idle = False
         self._stopping = False
         self._inflight: list[Commit] = []
-        # Whoever writes the file holds `_file_lock`: the writer thread for a batch it took
-        # (taken under `_cv`, so nothing submitted later can overtake it), or a submitting
-        # thread writing its buffered submission inline (`submit`).
+        # Whoever writes the file holds `_file_lock`: the writer thread for the batch it
+        # takes (`_take`), or a submitting thread writing its buffered submission inline
+        # (`submit`).
         self._file_lock = threading.Lock()
         self.inline_buffered = inline_buffered
         self.m = WalMetrics()
@@ -165,8 +165,9 @@ class WalShard:
             # A buffered submission that finds the writer idle and nothing queued is written
             # here, by its caller: one pwrite into the page cache instead of two thread
             # wake-ups (this one's to the writer and the writer's back), the largest cost
-            # of a small `disk` write. Order holds: the writer takes `_file_lock` under
-            # `_cv` with every batch, so no earlier submission can still be unwritten.
+            # of a small `disk` write. Order holds: only an empty queue lets a submission
+            # in, and the writer holds `_file_lock` from before it takes a batch until
+            # that batch is written, so no earlier submission can still be unwritten.
             if (
                 durable
                 or depth
