@@ -825,16 +825,23 @@ def test_multi_topic_watch(server: ServerProcess, client: httpx.Client, tname: N
 # --------------------------------------------------------------------------- resume
 
 
-def test_reconnect_resumes_from_session_cursors(
-    server: ServerProcess, client: httpx.Client, topic: str
-) -> None:
-    write(client, topic, [{"data": i} for i in range(5)])
-    wid = create_watch(client, {topic: {}})["wid"]
-    with open_stream(server, wid) as conn:
-        assert seqs(conn.until_caught_up({topic: 5})) == [1, 2, 3, 4, 5]
-    write(client, topic, [{"data": i} for i in range(3)])
-    with open_stream(server, wid) as conn:
-        frames = conn.until_caught_up({topic: 8})
+def test_reconnect_resumes_from_session_cursors(make_server: ServerFactory) -> None:
+    """Records written after the server saw the stream close come on the next stream of the
+    session, from its cursors. (Written while the close is still in flight, they may go
+    into the dying connection and advance the cursors: `Last-Event-ID` is what rewinds
+    them, see test_last_event_id_only_rewinds.) A server of its own, so that its SSE
+    connection count tells when the close has been seen."""
+    server = make_server()
+    topic = "resume"
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        write(client, topic, [{"data": i} for i in range(5)])
+        wid = create_watch(client, {topic: {}})["wid"]
+        with open_stream(server, wid) as conn:
+            assert seqs(conn.until_caught_up({topic: 5})) == [1, 2, 3, 4, 5]
+        _wait_metric(client, "sse_connections", 0)
+        write(client, topic, [{"data": i} for i in range(3)])
+        with open_stream(server, wid) as conn:
+            frames = conn.until_caught_up({topic: 8})
     check_frames(frames, CursorModel({topic: 5}))
     assert seqs(frames) == [6, 7, 8]
     assert frames[0].data["from_seq"] == 5
