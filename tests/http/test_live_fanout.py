@@ -21,7 +21,14 @@ from hypothesis import strategies as st
 
 from seglog.clock import ManualClock
 from seglog.errors import SeglogError, topic_not_found
-from seglog.http.live_fanout import BATCHES_PER_ROUND, LiveFanout, Signal, start
+from seglog.http.live_fanout import (
+    BATCHES_PER_ROUND,
+    IDLE_FACTOR,
+    LiveFanout,
+    Signal,
+    frames_size,
+    start,
+)
 from seglog.http.topic_feed import FeedBatch, TopicFeed
 from seglog.http.watch_request import DeliveryOptions
 from seglog.http.watch_sessions import WatchSession
@@ -533,3 +540,39 @@ def test_only_a_costly_round_with_writers_active_is_followed_by_a_pause() -> Non
     assert pause_after_round(big, IDLE_FACTOR, False) == 0.0
     assert pause_after_round(MIN_PACED_ROUND_S / 2, IDLE_FACTOR, True) == 0.0
     assert pause_after_round(big, 0.0, True) == 0.0
+
+
+async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it() -> None:
+    """The loop's clock misses the copies of a round's bytes (I/O threads, kernel): each
+    byte sent is charged to the round, so the pause after it covers them."""
+    sent: list[bytes] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(data)
+
+    feed = LogFeed()
+    feed.heads["a"] = 0
+    per_byte = 1e-3  # large enough that nothing else in the round comes close
+    fanout = LiveFanout(feed, send_byte_cost_s=per_byte)  # writers count as active
+    readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send) for _ in range(3)]
+    await settle()
+    sent.clear()
+    feed.heads["a"] = 5
+    loop = asyncio.get_running_loop()
+    before = loop.time()
+    fanout.wake("a")
+    await settle()
+    handed = sum(map(len, sent))
+    assert len(sent) == 3 and handed > 0
+    assert fanout._next_ok - before >= IDLE_FACTOR * per_byte * handed
+    for r in readers:
+        r.shutdown = True
+    fanout.wake_all()
+    await settle()
+    assert all(r.task.done() for r in readers)
+
+
+def test_frames_size_counts_sse_bytes_and_websocket_messages() -> None:
+    assert frames_size(b"event: record\n\n") == 15
+    assert frames_size([b"ab", b"cde"]) == 5
+    assert frames_size([]) == 0

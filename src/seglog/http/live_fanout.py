@@ -31,7 +31,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,6 +56,14 @@ IDLE_FACTOR = 8.0
 # right after every write, so pausing after a small round only delays the next frame (1
 # and 10 watchers at 1 record/ms: delivery p50 1.2–1.5 ms paced, 0.58–0.65 ms not).
 MIN_PACED_ROUND_S = 0.0002
+# The loop's clock misses part of what a round costs: every byte it hands to a connection
+# is copied again by the server's I/O threads and through the kernel's socket buffers, on
+# the same (here two) cores the loop and the writers run on. Each byte sent counts this
+# much towards the round's cost. Tuned on bench_live (SSE, 100 watchers, `disk`, writers
+# at full rate; BENCHMARKS.md): writers with watchers 0.73–0.75 → 0.84–0.87 of their rate
+# alone, delivery p50 at 1 record/ms within run-to-run noise (its rounds move kilobytes,
+# not megabytes); watchers that cannot keep up with the burst catch up after it.
+SEND_BYTE_COST_S = 0.5e-9
 BATCHES_PER_ROUND = 1
 
 
@@ -104,6 +112,7 @@ class FanoutCounters:
 class LiveFanout:
     feed: TopicFeed
     idle_factor: float = IDLE_FACTOR
+    send_byte_cost_s: float = SEND_BYTE_COST_S
     writers_active: Callable[[], bool] = lambda: True
     counters: FanoutCounters = field(default_factory=FanoutCounters)
     _parked: dict[str, dict[_Parked, None]] = field(default_factory=dict)
@@ -280,6 +289,7 @@ class LiveFanout:
 
     def _send(self, p: _Parked, frames: Any) -> bool:
         """Start the send; True if it completed at once (the stream stays parked)."""
+        self._charged += self.send_byte_cost_s * frames_size(frames)
         try:
             pending = start(p.stream.push(frames))
         except Exception as e:  # the stream's own task raises it, as its own send would
@@ -295,6 +305,12 @@ class LiveFanout:
     def _wake_one(self, p: _Parked) -> None:
         self.counters.woken += 1
         _resolve(p.fut, Signal.WAKE)
+
+
+def frames_size(frames: bytes | Sequence[bytes]) -> int:
+    """Bytes in a push: an SSE stream's frames are one bytes object, a WebSocket's a list of
+    messages."""
+    return len(frames) if isinstance(frames, bytes) else sum(map(len, frames))
 
 
 def pause_after_round(cost_s: float, idle_factor: float, writers_active: bool) -> float:
