@@ -58,11 +58,12 @@ IDLE_FACTOR = 8.0
 MIN_PACED_ROUND_S = 0.0002
 # The loop's clock misses part of what a round costs: every byte it hands to a connection
 # is copied again by the server's I/O threads and through the kernel's socket buffers, on
-# the same (here two) cores the loop and the writers run on. Each byte sent counts this
-# much towards the round's cost. Tuned on bench_live (SSE, 100 watchers, `disk`, writers
-# at full rate; BENCHMARKS.md): writers with watchers 0.73–0.75 → 0.84–0.87 of their rate
-# alone, delivery p50 at 1 record/ms within run-to-run noise (its rounds move kilobytes,
-# not megabytes); watchers that cannot keep up with the burst catch up after it.
+# the same (here two) cores the loop and the writers run on — ~0.4 ns per byte measured
+# (benchmarks/bench_sse_bytes.py). Each byte sent counts this much towards the round's
+# cost. On bench_live (SSE, 100 watchers, `disk`, writers at full rate; BENCHMARKS.md)
+# writers keep 0.84–0.87 of their rate alone (0.73–0.75 without it), and delivery p50 at
+# 1 record/ms stays within run-to-run noise (those rounds move kilobytes, not megabytes);
+# watchers that cannot keep up with the burst catch up after it.
 SEND_BYTE_COST_S = 0.5e-9
 BATCHES_PER_ROUND = 1
 
