@@ -29,12 +29,15 @@ def test_missing_payload_rows_are_the_live_rows_without_data(
 
 @st.composite
 def seal_race(draw: st.DrawFn) -> tuple[int, bytearray, int, int, bytearray]:
-    origin = draw(st.integers(1, 50))
-    slots = draw(st.integers(1, 80))
-    dead = bytearray(draw(st.lists(st.integers(0, 1), min_size=slots, max_size=slots)))
-    lo = draw(st.integers(0, slots - 1))
-    n = draw(st.integers(1, slots - lo))
-    was_dead = bytearray(draw(st.lists(st.integers(0, 1), min_size=n, max_size=n)))
+    """A capture of rows `first_seq ..` against the topic's slots at registration. The
+    front may have been compacted in between (`origin` moved past the capture's start:
+    row 0's slot index `lo` is negative), and a dead flag is any non-zero byte."""
+    origin = draw(st.integers(41, 10**12))
+    slots = draw(st.integers(0, 80))
+    dead = bytearray(draw(st.lists(st.integers(0, 3), min_size=slots, max_size=slots)))
+    lo = draw(st.integers(-40, slots))
+    n = draw(st.integers(0, slots - lo))  # captured rows never reach past the head
+    was_dead = bytearray(draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)))
     front = draw(st.integers(0, slots))
     return origin + lo, was_dead, origin, front, dead
 

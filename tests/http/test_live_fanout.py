@@ -21,14 +21,7 @@ from hypothesis import strategies as st
 
 from seglog.clock import ManualClock
 from seglog.errors import SeglogError, topic_not_found
-from seglog.http.live_fanout import (
-    BATCHES_PER_ROUND,
-    IDLE_FACTOR,
-    LiveFanout,
-    Signal,
-    frames_size,
-    start,
-)
+from seglog.http.live_fanout import BATCHES_PER_ROUND, IDLE_FACTOR, LiveFanout, Signal, start
 from seglog.http.topic_feed import FeedBatch, TopicFeed
 from seglog.http.watch_request import DeliveryOptions
 from seglog.http.watch_sessions import WatchSession
@@ -542,9 +535,12 @@ def test_only_a_costly_round_with_writers_active_is_followed_by_a_pause() -> Non
     assert pause_after_round(big, 0.0, True) == 0.0
 
 
-async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it() -> None:
-    """The loop's clock misses the copies of a round's bytes (I/O threads, kernel): each
-    byte sent is charged to the round, so the pause after it covers them."""
+async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The loop's clock misses the copies of an SSE round's bytes (I/O threads, kernel):
+    each byte a watch stream is handed is charged to the round, so the pause after it
+    covers them."""
     sent: list[bytes] = []
 
     async def send(data: bytes) -> None:
@@ -553,7 +549,8 @@ async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it() -> Non
     feed = LogFeed()
     feed.heads["a"] = 0
     per_byte = 1e-3  # large enough that nothing else in the round comes close
-    fanout = LiveFanout(feed, send_byte_cost_s=per_byte)  # writers count as active
+    monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", per_byte)
+    fanout = LiveFanout(feed)  # writers count as active
     readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send) for _ in range(3)]
     await settle()
     sent.clear()
@@ -564,15 +561,9 @@ async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it() -> Non
     await settle()
     handed = sum(map(len, sent))
     assert len(sent) == 3 and handed > 0
-    assert fanout._next_ok - before >= IDLE_FACTOR * per_byte * handed
+    assert fanout._next_ok - before >= IDLE_FACTOR * per_byte * handed  # the paced start
     for r in readers:
         r.shutdown = True
     fanout.wake_all()
     await settle()
     assert all(r.task.done() for r in readers)
-
-
-def test_frames_size_counts_sse_bytes_and_websocket_messages() -> None:
-    assert frames_size(b"event: record\n\n") == 15
-    assert frames_size([b"ab", b"cde"]) == 5
-    assert frames_size([]) == 0

@@ -31,7 +31,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Awaitable, Callable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -56,13 +56,13 @@ IDLE_FACTOR = 8.0
 # right after every write, so pausing after a small round only delays the next frame (1
 # and 10 watchers at 1 record/ms: delivery p50 1.2–1.5 ms paced, 0.58–0.65 ms not).
 MIN_PACED_ROUND_S = 0.0002
-# The loop's clock misses part of what a round costs: every byte it hands to a connection
-# is copied again by the server's I/O threads and through the kernel's socket buffers, on
-# the same (here two) cores the loop and the writers run on — ~0.4 ns per byte measured
-# (benchmarks/bench_sse_bytes.py). Each byte sent counts this much towards the round's
-# cost. On bench_live (SSE, 100 watchers, `disk`, writers at full rate; BENCHMARKS.md)
-# writers keep 0.84–0.87 of their rate alone (0.73–0.75 without it), and delivery p50 at
-# 1 record/ms stays within run-to-run noise (those rounds move kilobytes, not megabytes);
+# The loop's clock misses part of what an SSE round costs: every byte it hands to a
+# connection is copied again by the server's I/O threads and through the kernel's socket
+# buffers, on the same (here two) cores the loop and the writers run on — at most ~0.4 ns
+# per byte measured (benchmarks/bench_sse_bytes.py). A watch stream charges this much per
+# byte it is handed (`WatchStream.send_cost`; a WebSocket charges per message instead,
+# `ws_session.WS_SEND_COST_S`). On bench_live (SSE, 100 watchers, `disk`, writers at full
+# rate; BENCHMARKS.md) writers keep 0.84–0.89 of their rate alone (0.73–0.76 without it);
 # watchers that cannot keep up with the burst catch up after it.
 SEND_BYTE_COST_S = 0.5e-9
 BATCHES_PER_ROUND = 1
@@ -83,6 +83,10 @@ class ParkedStream(Protocol):
 
     def push(self, frames: Any) -> Awaitable[Any]:
         """Start sending `frames` on the stream's connection (the awaitable of its send)."""
+
+    def send_cost(self, frames: Any) -> float:
+        """Loop time a push of `frames` costs beyond what the round itself measures (work
+        done later or on other threads), counted towards the round's pacing."""
 
 
 class Signal(enum.Enum):
@@ -113,7 +117,6 @@ class FanoutCounters:
 class LiveFanout:
     feed: TopicFeed
     idle_factor: float = IDLE_FACTOR
-    send_byte_cost_s: float = SEND_BYTE_COST_S
     writers_active: Callable[[], bool] = lambda: True
     counters: FanoutCounters = field(default_factory=FanoutCounters)
     _parked: dict[str, dict[_Parked, None]] = field(default_factory=dict)
@@ -123,7 +126,7 @@ class LiveFanout:
     _timer: asyncio.TimerHandle | None = None
     _next_ok: float = 0.0
     _running: bool = False
-    _charged: float = 0.0  # loop time a round's pushes cost after it (see `charge`)
+    _charged: float = 0.0  # what a round's pushes cost outside it (`ParkedStream.send_cost`)
 
     def has_waiters(self, topic: str) -> bool:
         return topic in self._parked
@@ -147,12 +150,6 @@ class LiveFanout:
         finally:
             timer.cancel()
             self._unpark(p)
-
-    def charge(self, seconds: float) -> None:
-        """Count loop time that a round's pushes will cost outside the round (a WebSocket
-        message is sent later by its socket's writer task) towards the round's cost, so
-        that the pacing sees it."""
-        self._charged += seconds
 
     def release(self, stream: ParkedStream) -> None:
         """Wake `stream` if it is parked (its subscriptions changed)."""
@@ -290,7 +287,7 @@ class LiveFanout:
 
     def _send(self, p: _Parked, frames: Any) -> bool:
         """Start the send; True if it completed at once (the stream stays parked)."""
-        self._charged += self.send_byte_cost_s * frames_size(frames)
+        self._charged += p.stream.send_cost(frames)
         try:
             pending = start(p.stream.push(frames))
         except Exception as e:  # the stream's own task raises it, as its own send would
@@ -306,12 +303,6 @@ class LiveFanout:
     def _wake_one(self, p: _Parked) -> None:
         self.counters.woken += 1
         _resolve(p.fut, Signal.WAKE)
-
-
-def frames_size(frames: bytes | Sequence[bytes]) -> int:
-    """Bytes in a push: an SSE stream's frames are one bytes object, a WebSocket's a list of
-    messages."""
-    return len(frames) if isinstance(frames, bytes) else sum(map(len, frames))
 
 
 def pause_after_round(cost_s: float, idle_factor: float, writers_active: bool) -> float:

@@ -30,7 +30,7 @@ from seglog.core.sse import (
     retry_frame,
 )
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http.live_fanout import ParkResult, Signal
+from seglog.http.live_fanout import SEND_BYTE_COST_S, ParkResult, Signal
 from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch, TopicFeed
 from seglog.http.watch_request import DeliveryOptions
@@ -267,6 +267,9 @@ class WatchStream:
         ):
             return None
         return self._apply(topic, st, batch)
+
+    def send_cost(self, frames: bytes) -> float:
+        return len(frames) * SEND_BYTE_COST_S
 
     def push(self, frames: bytes) -> Awaitable[None]:
         assert self._sender is not None

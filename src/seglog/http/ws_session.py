@@ -307,8 +307,10 @@ class WsSession:
         sub.head_seen = batch.head_seq
         return _messages(batch, sub)
 
+    def send_cost(self, frames: list[bytes]) -> float:
+        return len(frames) * WS_SEND_COST_S
+
     def push(self, frames: list[bytes]) -> Awaitable[None]:
-        self._st.fanout.charge(len(frames) * WS_SEND_COST_S)
         out = self._out
         for i, m in enumerate(frames):
             if out.full():
