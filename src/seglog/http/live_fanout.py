@@ -85,8 +85,9 @@ class ParkedStream(Protocol):
         """Start sending `frames` on the stream's connection (the awaitable of its send)."""
 
     def send_cost(self, frames: Any) -> float:
-        """Loop time a push of `frames` costs beyond what the round itself measures (work
-        done later or on other threads), counted towards the round's pacing."""
+        """Seconds a push of `frames` costs beyond the round's own clock (work the stream's
+        task does later, or other threads on the same cores), counted towards the round's
+        pacing."""
 
 
 class Signal(enum.Enum):
