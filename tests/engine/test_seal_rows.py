@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from seglog.engine.maintenance import seal_topic
 from seglog.engine.segments import missing_payload_rows, raced_deletes
+from seglog.model import Durability, RecordIn, TopicConfig
+from tests.conftest import EngineFactory
 
 
 @st.composite
@@ -53,3 +59,35 @@ def test_raced_deletes_are_rows_captured_live_that_died_since(
         if not gone_then and (seq - origin < front or dead[seq - origin])
     ]
     assert raced_deletes(first_seq, was_dead, origin, front, dead) == expected
+
+
+@pytest.mark.parametrize(
+    ("delete", "flagged"),
+    [({"seqs": [3, 7]}, [3, 7]), ({"before_seq": 5}, [1, 2, 3, 4])],
+    ids=["seqs", "before_seq"],
+)
+def test_a_delete_that_lands_while_a_segment_is_written_is_flagged_in_it(
+    make_engine: EngineFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    delete: dict[str, Any],
+    flagged: list[int],
+) -> None:
+    """The seal writes its files outside the topic lock; a delete in between (one that
+    moves the live front too) is flagged in the new segment once it registers."""
+    e = make_engine(segment_max_events=10)
+    e.put_topic("t", TopicConfig(durability=Durability.DISK))
+    e.write("t", [RecordIn.of({"i": i}) for i in range(10)])
+    t = e.topics["t"]
+    assert t.segments is not None
+    store = t.segments.store
+    install = store.install
+
+    def racing(*args: Any) -> Any:
+        e.delete_records("t", **delete)
+        return install(*args)
+
+    monkeypatch.setattr(store, "install", racing)
+    assert seal_topic(e, t) == 1
+    (info,) = t.segments.sealed
+    assert (info.first_seq, info.last_seq) == (1, 10)
+    assert store.read_del_flags(info) == flagged
