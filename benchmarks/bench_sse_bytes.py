@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench_http import free_port, http, wait_up
-from bench_live import Child, split, wrk_post
+from bench_live import Child, busy_cores, machine_busy, split, wrk_post
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -40,12 +40,6 @@ def thread_cpu_s(pid: int) -> dict[str, float]:
             continue
         out["main" if tid == str(pid) else tid] = (int(parts[11]) + int(parts[12])) / TICK
     return out
-
-
-def machine_busy_s() -> float:
-    with open("/proc/stat") as f:
-        v = list(map(int, f.readline().split()[1:]))
-    return (sum(v) - v[3] - v[4]) / TICK  # all but idle and iowait
 
 
 def main() -> None:
@@ -80,12 +74,12 @@ def main() -> None:
             for c in kids:
                 c.send("snap")
             s0 = [c.read() for c in kids]
-            cpu0, busy0, t0 = thread_cpu_s(srv.pid), machine_busy_s(), time.time()
+            cpu0, busy0, t0 = thread_cpu_s(srv.pid), machine_busy(), time.time()
             time.sleep(a.seconds)
             for c in kids:
                 c.send("snap")
             s1 = [c.read() for c in kids]
-            cpu1, busy1, t1 = thread_cpu_s(srv.pid), machine_busy_s(), time.time()
+            cpu1, busy1, t1 = thread_cpu_s(srv.pid), machine_busy(), time.time()
         finally:
             for c in kids:
                 c.close()
@@ -105,7 +99,7 @@ def main() -> None:
     )
     print(
         f"cores: server main thread {main_s / dt:.2f}, other server threads {other_s / dt:.2f}, "
-        f"watchers {gen / dt:.2f}, whole machine {(busy1 - busy0) / dt:.2f}"
+        f"watchers {gen / dt:.2f}, whole machine {busy_cores(busy0, busy1)}"
     )
     if sent:
         print(
