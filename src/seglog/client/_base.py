@@ -15,6 +15,8 @@ Retry rules (`RetryPolicy.delay`), pure given the injected RNG:
 from __future__ import annotations
 
 import math
+import ssl
+import urllib.request
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -532,6 +534,19 @@ def default_headers(api_key: str | None) -> dict[str, str]:
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
     return headers
+
+
+def tls_verify(url: str) -> ssl.SSLContext | bool:
+    """httpx's `verify` for a client of `url`. httpx's default (True) loads the CA bundle
+    into a fresh SSL context for every client, ~17 ms: most of what a short-lived client (a
+    CLI command, a Spark task) costs. A cleartext URL never speaks TLS — every request goes
+    to a path under it and redirects are not followed — so it gets an empty context that
+    trusts no CA (TLS, were it ever attempted, would fail verification rather than pass
+    unchecked). With a proxy configured in the environment (which may itself be https) the
+    default stays."""
+    if httpx.URL(url).scheme != "http" or urllib.request.getproxies():
+        return True
+    return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 def h2c_wanted(url: str, http2: bool) -> bool:

@@ -43,22 +43,39 @@ class ReadCursor:
         return seq if self.until_seq is None else min(seq, self.until_seq)
 
     def feed(self, page: DiffResult) -> Iterator[ReadRecord | Tombstone]:
+        items, after, start = self.open_page(page)
+        for item, cursor in zip(items, after, strict=True):
+            self.next_from_seq = cursor
+            yield item
+        self.close_page(page, start)
+
+    def open_page(self, page: DiffResult) -> tuple[list[ReadRecord | Tombstone], list[int], int]:
+        """What `feed` hands out of `page`, the cursor after each item, and the cursor
+        before the page (for `close_page`). The caller sets `next_from_seq` to each item's
+        cursor as it hands the item out, then calls `close_page` once all are out."""
         start = self.next_from_seq
+        items: list[ReadRecord | Tombstone] = []
+        after: list[int] = []
         tomb = page.tombstone
         if tomb is not None:
             # After a recreate the seqs restart, so the cursor legitimately moves backwards.
-            after = tomb.earliest_seq - 1 if tomb.reason == RECREATED else max(start, tomb.gap_to)
-            self.next_from_seq = self._clip(max(after, 0))
-            yield tomb
-        for rec in page.records:
-            if self.until_seq is not None and rec.seq > self.until_seq:
-                break
-            self.next_from_seq = rec.seq
-            yield rec
+            gap_end = tomb.earliest_seq - 1 if tomb.reason == RECREATED else max(start, tomb.gap_to)
+            items.append(tomb)
+            after.append(self._clip(max(gap_end, 0)))
+        records = page.records
+        if self.until_seq is not None and records and records[-1].seq > self.until_seq:
+            until = self.until_seq
+            records = records[: next(i for i, r in enumerate(records) if r.seq > until)]
+        items.extend(records)
+        after.extend([r.seq for r in records])
+        return items, after, start
+
+    def close_page(self, page: DiffResult, start: int) -> None:
+        """Every item of `page` was handed out: move past what it skipped, and decide
+        whether the read is done."""
         self.next_from_seq = self._clip(max(page.next_from_seq, self.next_from_seq))
-        self._after_page(
-            page, moved=bool(page.records) or tomb is not None or self.next_from_seq != start
-        )
+        moved = bool(page.records) or page.tombstone is not None or self.next_from_seq != start
+        self._after_page(page, moved=moved)
 
     def _after_page(self, page: DiffResult, *, moved: bool) -> None:
         if self._reached_end():

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import (
-    AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Awaitable,
@@ -87,7 +86,9 @@ class AsyncClient(BaseClient):
             url, timeout=timeout, retries=retries, backoff=backoff, max_backoff=max_backoff, rng=rng
         )
         if transport is None and _base.h2c_wanted(url, http2):
-            transport = httpx.AsyncHTTPTransport(http1=False, http2=True)
+            transport = httpx.AsyncHTTPTransport(
+                http1=False, http2=True, verify=_base.tls_verify(url)
+            )
         self._sleep = sleep
         self._http = httpx.AsyncClient(
             base_url=url,
@@ -95,6 +96,7 @@ class AsyncClient(BaseClient):
             timeout=timeout,
             http2=http2,
             transport=transport,
+            verify=_base.tls_verify(url),
         )
 
     # --- plumbing ---------------------------------------------------------------------------
@@ -740,16 +742,34 @@ class AsyncReader:
         self.topic = topic
         self.last_page: DiffResult | None = None
         self._client, self._cursor, self._opts = client, cursor, opts
-        self._items = self._pages()
+        # The page being handed out, as in the sync `Reader`.
+        self._items: list[ReadRecord | Tombstone] = []
+        self._after: list[int] = []
+        self._i = 0
+        self._start = -1  # the cursor before the page; -1 when no page is open
+        self._closed = False
 
     @property
     def next_from_seq(self) -> int:
         """The cursor after the last item handed out: pass it as `from_seq` to resume."""
         return self._cursor.next_from_seq
 
-    async def _pages(self) -> AsyncGenerator[ReadRecord | Tombstone, None]:
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ReadRecord | Tombstone:
+        i = self._i
+        if i < len(self._items):
+            self._i = i + 1
+            self._cursor.next_from_seq = self._after[i]
+            return self._items[i]
         cur, client = self._cursor, self._client
-        while not cur.done:
+        while True:
+            if self._start >= 0 and self.last_page is not None:
+                cur.close_page(self.last_page, self._start)
+                self._start = -1
+            if cur.done or self._closed:
+                raise StopAsyncIteration
             pause = cur.pause()
             if pause is not None:
                 await client._sleep(client._idle_delay(pause))
@@ -761,18 +781,17 @@ class AsyncReader:
                 **self._opts,
             )
             self.last_page = page
-            for item in cur.feed(page):
-                yield item
-
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> ReadRecord | Tombstone:
-        return await anext(self._items)
+            self._items, self._after, self._start = cur.open_page(page)
+            if self._items:
+                self._i = 1
+                cur.next_from_seq = self._after[0]
+                return self._items[0]
+            self._i = 0
 
     async def aclose(self) -> None:
         """Stop iterating (no request is in flight between items)."""
-        await self._items.aclose()
+        self._closed = True
+        self._items, self._after, self._i = [], [], 0
 
 
 async def _async_lines(
