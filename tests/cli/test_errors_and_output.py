@@ -113,6 +113,8 @@ def test_topics_ls_is_json_lines_in_a_pipe_and_a_table_on_a_terminal(
     assert "ls.b" in tty.stdout and "topic" in tty.stdout and "{" not in tty.stdout
     forced = run_cli_tty("topics", "ls", "--prefix", "ls.", "--json", url=server.url)
     assert '"topic":"ls.a"' in forced.stdout
+    aliased = run_cli("topics", "list", "--prefix", "ls.", url=server.url)
+    assert aliased.code == 0 and aliased.json_lines() == rows, aliased.stderr
 
 
 def test_a_malformed_url_is_a_usage_error() -> None:

@@ -127,6 +127,10 @@ def topics_ls(
     stdout_console().print(table)
 
 
+# `list` as well: what Kafka (`kafka-topics --list`) and most CLIs call it.
+app.command("list", hidden=True)(topics_ls)
+
+
 @dataclasses.dataclass(frozen=True)
 class WriteRate:
     """Seqs handed out per second between two looks at a topic's head (failed writes,
