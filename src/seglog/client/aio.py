@@ -791,7 +791,9 @@ class AsyncReader:
     async def aclose(self) -> None:
         """Stop iterating (no request is in flight between items)."""
         self._closed = True
-        self._items, self._after, self._i = [], [], 0
+        # The rest of the page is dropped, not passed: the cursor stays after the last item
+        # handed out.
+        self._items, self._after, self._i, self._start = [], [], 0, -1
 
 
 async def _async_lines(
