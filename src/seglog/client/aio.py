@@ -742,11 +742,6 @@ class AsyncReader:
         self.topic = topic
         self.last_page: DiffResult | None = None
         self._client, self._cursor, self._opts = client, cursor, opts
-        # The page being handed out, as in the sync `Reader`.
-        self._items: list[ReadRecord | Tombstone] = []
-        self._after: list[int] = []
-        self._i = 0
-        self._start = -1  # the cursor before the page; -1 when no page is open
         self._closed = False
 
     @property
@@ -758,16 +753,10 @@ class AsyncReader:
         return self
 
     async def __anext__(self) -> ReadRecord | Tombstone:
-        i = self._i
-        if i < len(self._items):
-            self._i = i + 1
-            self._cursor.next_from_seq = self._after[i]
-            return self._items[i]
         cur, client = self._cursor, self._client
-        while True:
-            if self._start >= 0 and self.last_page is not None:
-                cur.close_page(self.last_page, self._start)
-                self._start = -1
+        item = cur.take()
+        while item is None:
+            cur.close_page()
             if cur.done or self._closed:
                 raise StopAsyncIteration
             pause = cur.pause()
@@ -781,19 +770,14 @@ class AsyncReader:
                 **self._opts,
             )
             self.last_page = page
-            self._items, self._after, self._start = cur.open_page(page)
-            if self._items:
-                self._i = 1
-                cur.next_from_seq = self._after[0]
-                return self._items[0]
-            self._i = 0
+            cur.open_page(page)
+            item = cur.take()
+        return item
 
     async def aclose(self) -> None:
         """Stop iterating (no request is in flight between items)."""
         self._closed = True
-        # The rest of the page is dropped, not passed: the cursor stays after the last item
-        # handed out.
-        self._items, self._after, self._i, self._start = [], [], 0, -1
+        self._cursor.drop_page()
 
 
 async def _async_lines(

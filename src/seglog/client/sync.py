@@ -745,12 +745,6 @@ class Reader:
         self.topic = topic
         self.last_page: DiffResult | None = None
         self._client, self._cursor, self._opts = client, cursor, opts
-        # The page being handed out: its items, the cursor after each, the next index.
-        # `__next__` is the whole per-item cost (a generator chain cost ~3× as much).
-        self._items: list[ReadRecord | Tombstone] = []
-        self._after: list[int] = []
-        self._i = 0
-        self._start = -1  # the cursor before the page; -1 when no page is open
         self._closed = False
 
     @property
@@ -762,19 +756,13 @@ class Reader:
         return self
 
     def __next__(self) -> ReadRecord | Tombstone:
-        i = self._i
-        if i < len(self._items):
-            self._i = i + 1
-            self._cursor.next_from_seq = self._after[i]
-            return self._items[i]
-        return self._next_page()
+        item = self._cursor.take()
+        return self._next_page() if item is None else item
 
     def _next_page(self) -> ReadRecord | Tombstone:
         cur, client = self._cursor, self._client
         while True:
-            if self._start >= 0 and self.last_page is not None:
-                cur.close_page(self.last_page, self._start)
-                self._start = -1
+            cur.close_page()
             if cur.done or self._closed:
                 raise StopIteration
             pause = cur.pause()
@@ -788,16 +776,12 @@ class Reader:
                 **self._opts,
             )
             self.last_page = page
-            self._items, self._after, self._start = cur.open_page(page)
-            if self._items:
-                self._i = 1
-                cur.next_from_seq = self._after[0]
-                return self._items[0]
-            self._i = 0
+            cur.open_page(page)
+            item = cur.take()
+            if item is not None:
+                return item
 
     def close(self) -> None:
         """Stop iterating (no request is in flight between items)."""
         self._closed = True
-        # The rest of the page is dropped, not passed: the cursor stays after the last item
-        # handed out.
-        self._items, self._after, self._i, self._start = [], [], 0, -1
+        self._cursor.drop_page()
