@@ -225,30 +225,6 @@ async def test_read_propagates_topic_not_found(make_api: MakeApi) -> None:
         await api.collect(await api("read", "t"))
 
 
-async def test_iterating_on_after_a_failed_page_resumes_at_the_cursor(make_api: MakeApi) -> None:
-    """A page that fails raises; the reader stays usable, and iterating on asks again from
-    the cursor: nothing skipped, nothing repeated."""
-    log = FakeLog(head=7)
-    fail = [False]
-
-    def flaky(req: httpx.Request) -> httpx.Response:
-        if fail[0]:
-            fail[0] = False
-            return err(404, "topic_not_found", "gone for a moment", {"topic": "t"})
-        return log(req)
-
-    api = make_api(flaky)
-    reader = await api("read", "t", limit=3)
-    first = await api.collect(reader, 3)
-    fail[0] = True
-    with pytest.raises(TopicNotFound):
-        await api.collect(reader, 1)
-    assert reader.next_from_seq == 3
-    rest = await api.collect(reader)
-    assert seqs(first + rest) == [1, 2, 3, 4, 5, 6, 7]
-    assert [b["from_seq"] for b in log.bodies] == [0, 3, 6]
-
-
 async def test_a_closed_reader_ends_and_keeps_its_cursor(make_api: MakeApi) -> None:
     log = FakeLog(head=7)
     api = make_api(log)

@@ -542,9 +542,10 @@ def tls_verify(url: str) -> ssl.SSLContext | bool:
     CLI command, a Spark task) costs. A cleartext URL never speaks TLS — every request goes
     to a path under it and redirects are not followed — so it gets an empty context that
     trusts no CA (TLS, were it ever attempted, would fail verification rather than pass
-    unchecked). With a proxy configured in the environment (which may itself be https) the
-    default stays."""
-    if httpx.URL(url).scheme != "http" or urllib.request.getproxies():
+    unchecked). With a proxy configured in the environment the default stays: a client
+    whose traffic goes elsewhere is not one this reasoning covers."""
+    proxies = urllib.request.getproxies()
+    if httpx.URL(url).scheme != "http" or any(k in proxies for k in ("http", "https", "all")):
         return True
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 

@@ -8,6 +8,8 @@ from it neither skips nor repeats a record. A tombstone is handed out before the
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from seglog.client.types import DiffResult, ReadRecord, Tombstone
 
 RECREATED = "recreated"
@@ -27,14 +29,6 @@ class ReadCursor:
         self.done = self._reached_end()
         self.stalls = 0
         """Consecutive follow-mode pages that moved nothing and were not a server long-poll."""
-        # The page being handed out: its items, the cursor after each, the next index, and
-        # the page with the cursor before it (None when no page is open). Handing out an
-        # item is one `take()`: a chain of generators cost ~3× as much per record.
-        self._items: list[ReadRecord | Tombstone] = []
-        self._after: list[int] = []
-        self._i = 0
-        self._page: DiffResult | None = None
-        self._start = 0
 
     def _reached_end(self) -> bool:
         return self.until_seq is not None and self.next_from_seq >= self.until_seq
@@ -48,51 +42,23 @@ class ReadCursor:
     def _clip(self, seq: int) -> int:
         return seq if self.until_seq is None else min(seq, self.until_seq)
 
-    def open_page(self, page: DiffResult) -> None:
-        """Start handing out `page` (the answer to the diff this cursor asked for)."""
+    def feed(self, page: DiffResult) -> Iterator[ReadRecord | Tombstone]:
         start = self.next_from_seq
-        items: list[ReadRecord | Tombstone] = []
-        after: list[int] = []
         tomb = page.tombstone
         if tomb is not None:
             # After a recreate the seqs restart, so the cursor legitimately moves backwards.
-            gap_end = tomb.earliest_seq - 1 if tomb.reason == RECREATED else max(start, tomb.gap_to)
-            items.append(tomb)
-            after.append(self._clip(max(gap_end, 0)))
-        records = page.records
-        if self.until_seq is not None and records and records[-1].seq > self.until_seq:
-            until = self.until_seq
-            records = records[: next(i for i, r in enumerate(records) if r.seq > until)]
-        items.extend(records)
-        after.extend([r.seq for r in records])
-        self._items, self._after, self._i = items, after, 0
-        self._page, self._start = page, start
-
-    def take(self) -> ReadRecord | Tombstone | None:
-        """The open page's next item, the cursor moved past it; None when all are out."""
-        i = self._i
-        if i >= len(self._items):
-            return None
-        self._i = i + 1
-        self.next_from_seq = self._after[i]
-        return self._items[i]
-
-    def close_page(self) -> None:
-        """After the open page's last item: move past what it skipped, and decide whether
-        the read is done. Nothing when no page is open."""
-        page = self._page
-        if page is None:
-            return
-        self._page = None
+            after = tomb.earliest_seq - 1 if tomb.reason == RECREATED else max(start, tomb.gap_to)
+            self.next_from_seq = self._clip(max(after, 0))
+            yield tomb
+        for rec in page.records:
+            if self.until_seq is not None and rec.seq > self.until_seq:
+                break
+            self.next_from_seq = rec.seq
+            yield rec
         self.next_from_seq = self._clip(max(page.next_from_seq, self.next_from_seq))
-        moved = (
-            bool(page.records) or page.tombstone is not None or self.next_from_seq != self._start
+        self._after_page(
+            page, moved=bool(page.records) or tomb is not None or self.next_from_seq != start
         )
-        self._after_page(page, moved=moved)
-
-    def drop_page(self) -> None:
-        """Forget the rest of the open page: the cursor stays after the last item out."""
-        self._items, self._after, self._i, self._page = [], [], 0, None
 
     def _after_page(self, page: DiffResult, *, moved: bool) -> None:
         if self._reached_end():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import (
+    AsyncGenerator,
     AsyncIterable,
     AsyncIterator,
     Awaitable,
@@ -742,23 +743,16 @@ class AsyncReader:
         self.topic = topic
         self.last_page: DiffResult | None = None
         self._client, self._cursor, self._opts = client, cursor, opts
-        self._closed = False
+        self._items = self._pages()
 
     @property
     def next_from_seq(self) -> int:
         """The cursor after the last item handed out: pass it as `from_seq` to resume."""
         return self._cursor.next_from_seq
 
-    def __aiter__(self) -> Self:
-        return self
-
-    async def __anext__(self) -> ReadRecord | Tombstone:
+    async def _pages(self) -> AsyncGenerator[ReadRecord | Tombstone, None]:
         cur, client = self._cursor, self._client
-        item = cur.take()
-        while item is None:
-            cur.close_page()
-            if cur.done or self._closed:
-                raise StopAsyncIteration
+        while not cur.done:
             pause = cur.pause()
             if pause is not None:
                 await client._sleep(client._idle_delay(pause))
@@ -770,14 +764,18 @@ class AsyncReader:
                 **self._opts,
             )
             self.last_page = page
-            cur.open_page(page)
-            item = cur.take()
-        return item
+            for item in cur.feed(page):
+                yield item
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> ReadRecord | Tombstone:
+        return await anext(self._items)
 
     async def aclose(self) -> None:
         """Stop iterating (no request is in flight between items)."""
-        self._closed = True
-        self._cursor.drop_page()
+        await self._items.aclose()
 
 
 async def _async_lines(

@@ -7,7 +7,7 @@ as httpx's is, and should be closed (or used as a context manager) when done.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -745,26 +745,16 @@ class Reader:
         self.topic = topic
         self.last_page: DiffResult | None = None
         self._client, self._cursor, self._opts = client, cursor, opts
-        self._closed = False
+        self._items = self._pages()
 
     @property
     def next_from_seq(self) -> int:
         """The cursor after the last item handed out: pass it as `from_seq` to resume."""
         return self._cursor.next_from_seq
 
-    def __iter__(self) -> Self:
-        return self
-
-    def __next__(self) -> ReadRecord | Tombstone:
-        item = self._cursor.take()
-        return self._next_page() if item is None else item
-
-    def _next_page(self) -> ReadRecord | Tombstone:
+    def _pages(self) -> Generator[ReadRecord | Tombstone, None, None]:
         cur, client = self._cursor, self._client
-        while True:
-            cur.close_page()
-            if cur.done or self._closed:
-                raise StopIteration
+        while not cur.done:
             pause = cur.pause()
             if pause is not None:
                 client._sleep(client._idle_delay(pause))
@@ -776,12 +766,14 @@ class Reader:
                 **self._opts,
             )
             self.last_page = page
-            cur.open_page(page)
-            item = cur.take()
-            if item is not None:
-                return item
+            yield from cur.feed(page)
+
+    def __iter__(self) -> Self:
+        return self
+
+    def __next__(self) -> ReadRecord | Tombstone:
+        return next(self._items)
 
     def close(self) -> None:
         """Stop iterating (no request is in flight between items)."""
-        self._closed = True
-        self._cursor.drop_page()
+        self._items.close()
