@@ -539,10 +539,10 @@ def default_headers(api_key: str | None) -> dict[str, str]:
 def tls_verify(url: str) -> ssl.SSLContext | bool:
     """httpx's `verify` for a client of `url`. httpx's default (True) loads the CA bundle
     into a fresh SSL context for every client, ~17 ms: most of what a short-lived client (a
-    CLI command, a Spark task) costs. A cleartext URL never speaks TLS — every request goes
-    to a path under it and redirects are not followed — so it gets an empty context that
-    trusts no CA (TLS, were it ever attempted, would fail verification rather than pass
-    unchecked). With a proxy configured in the environment the default stays: a client
+    CLI command, a Spark task) costs. A cleartext URL's client has no use for TLS — its
+    requests go to paths under it and redirects are not followed — so it gets an empty
+    context that trusts no CA: TLS, were it ever attempted (say, to an absolute `https://`
+    stream URL a server handed out), fails verification rather than passing unchecked. With a proxy configured in the environment the default stays: a client
     whose traffic goes elsewhere is not one this reasoning covers."""
     proxies = urllib.request.getproxies()
     if httpx.URL(url).scheme != "http" or any(k in proxies for k in ("http", "https", "all")):
