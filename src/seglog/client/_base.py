@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import ssl
-import urllib.request
 from collections.abc import AsyncIterable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -27,6 +26,7 @@ import httpx
 import msgspec
 import orjson
 
+from seglog.client._h1 import env_proxied
 from seglog.client.exceptions import (
     UNKNOWN_CODE,
     SeglogConnectionError,
@@ -544,8 +544,7 @@ def tls_verify(url: str) -> ssl.SSLContext | bool:
     context that trusts no CA: TLS, were it ever attempted (say, to an absolute `https://`
     stream URL a server handed out), fails verification rather than passing unchecked. With a proxy configured in the environment the default stays: a client
     whose traffic goes elsewhere is not one this reasoning covers."""
-    proxies = urllib.request.getproxies()
-    if httpx.URL(url).scheme != "http" or any(k in proxies for k in ("http", "https", "all")):
+    if httpx.URL(url).scheme != "http" or env_proxied():
         return True
     return ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
