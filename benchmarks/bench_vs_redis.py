@@ -7,9 +7,10 @@ Each seglog durability class is paired with the Redis persistence that promises 
   wrk posting `{"records": [...100...]}` to seglog; redis-benchmark pipelining 100 `XADD`s
   per connection (`-P 100`), the Redis form of a 100-record batch;
 - single-record write-ack latency p50 / p99 on one connection through Python clients, one
-  request in flight: aiohttp `POST` to seglog; redis-py (hiredis) `XADD`. Three rounds of
-  `--pings` writes each, alternating seglog and Redis; the medians of the rounds' p50 and
-  p99 are reported (a single round moved by 4x on this shared machine).
+  request in flight: aiohttp `POST` to seglog, and seglog's own sync `Client.append`;
+  redis-py (hiredis) `XADD`. Three rounds of `--pings` writes each, alternating seglog and
+  Redis; the medians of the rounds' p50 and p99 are reported (a single round moved by 4x on
+  this shared machine).
 
 Both generators' ceilings are measured in the same run (wrk against granian's hello-world,
 redis-benchmark's `PING` with the same pipelining). redis-server comes from the machine
@@ -98,6 +99,19 @@ async def seglog_latencies(base: str, topic: str, n: int) -> list[float]:
     return out
 
 
+def client_latencies(base: str, topic: str, n: int) -> list[float]:
+    from seglog.client import Client
+
+    out: list[float] = []
+    with Client(base) as c:
+        for i in range(n + n // 10):
+            t0 = time.perf_counter()
+            c.append(topic, [{"data": RECORD}])
+            if i >= n // 10:  # the first tenth warms the connection up
+                out.append(time.perf_counter() - t0)
+    return out
+
+
 def redis_latencies(port: int, n: int) -> list[float]:
     import redis
 
@@ -153,13 +167,15 @@ def main() -> None:
                 seg_batch = wrk.post(f"{base}/v0/topics/b-{cls}", 8, batch)["rps"] * 100
                 rport = free_port()
                 redis = start_redis(rport, root / f"redis-{cls}", redis_args)
-                seg_rounds, red_rounds = [], []
+                seg_rounds, cli_rounds, red_rounds = [], [], []
                 try:
                     ping_ceiling = redis_benchmark(rport, 1, "PING")
                     red_batch = redis_benchmark(rport, a.seconds, "XADD", "b", "*", "d", RECORD)
                     for _ in range(3):
                         xs = asyncio.run(seglog_latencies(base, f"l-{cls}", a.pings))
                         seg_rounds.append((pct(xs, 50), pct(xs, 99)))
+                        xs = client_latencies(base, f"l-{cls}", a.pings)
+                        cli_rounds.append((pct(xs, 50), pct(xs, 99)))
                         xs = redis_latencies(rport, a.pings)
                         red_rounds.append((pct(xs, 50), pct(xs, 99)))
                 finally:
@@ -167,6 +183,8 @@ def main() -> None:
                     redis.wait()
                 seg_p50 = statistics.median(r[0] for r in seg_rounds)
                 seg_p99 = statistics.median(r[1] for r in seg_rounds)
+                cli_p50 = statistics.median(r[0] for r in cli_rounds)
+                cli_p99 = statistics.median(r[1] for r in cli_rounds)
                 red_p50 = statistics.median(r[0] for r in red_rounds)
                 red_p99 = statistics.median(r[1] for r in red_rounds)
                 row = {
@@ -180,6 +198,9 @@ def main() -> None:
                     "redis_p50_us": round(red_p50 * 1000),
                     "redis_p99_us": round(red_p99 * 1000),
                     "p50_ratio": round(seg_p50 / red_p50, 2),
+                    "seglog_client_p50_us": round(cli_p50 * 1000),
+                    "seglog_client_p99_us": round(cli_p99 * 1000),
+                    "client_p50_ratio": round(cli_p50 / red_p50, 2),
                     "redis_benchmark_ping_rps": round(ping_ceiling),
                 }
                 rows.append(row)
@@ -187,7 +208,8 @@ def main() -> None:
                     f"{cls:6} vs Redis {redis_mode:12}: batched {seg_batch:,.0f} vs "
                     f"{red_batch:,.0f} rec/s ({row['batched_ratio']:.2f}x); single-record p50 "
                     f"{row['seglog_p50_us']} vs {row['redis_p50_us']} us "
-                    f"({row['p50_ratio']:.1f}x slower)",
+                    f"({row['p50_ratio']:.1f}x slower); seglog Client p50 "
+                    f"{row['seglog_client_p50_us']} us ({row['client_p50_ratio']:.1f}x)",
                     flush=True,
                 )
             print(
