@@ -4,9 +4,12 @@ back (the httpx error the retry policy already handles, sent at most once per at
 
 from __future__ import annotations
 
+import select
 import socket
 import socketserver
+import struct
 import threading
+import time
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -15,7 +18,14 @@ import httpx
 import orjson
 import pytest
 
-from seglog.client import Client, SeglogConnectionError, SeglogTimeoutError, _base, _h1
+from seglog.client import (
+    Client,
+    PayloadTooLarge,
+    SeglogConnectionError,
+    SeglogTimeoutError,
+    _base,
+    _h1,
+)
 
 HEALTH = orjson.dumps({"status": "ok", "version": "0.1.0", "uptime_ms": 1})
 
@@ -45,6 +55,10 @@ def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 Start = Callable[[Script], tuple[str, Seen]]
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    request_queue_size = 128  # the default 5 makes a burst of connects wait out SYN retries
 
 
 @pytest.fixture
@@ -81,7 +95,7 @@ def scripted() -> Iterator[Start]:
                         self.wfile.write(part)
                         self.wfile.flush()
 
-        srv = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        srv = _Server(("127.0.0.1", 0), Handler)
         srv.daemon_threads = True
         servers.append(srv)
         threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
@@ -142,9 +156,8 @@ def test_connections_are_kept_alive_and_reused(scripted: Start) -> None:
     assert len(seen.requests) == 5 and seen.connections == 1
 
 
-def test_a_connection_the_server_closed_while_idle_is_replaced(scripted: Start) -> None:
-    # Every answer says the server closes after it; the client must not write into the
-    # dead socket (a non-idempotent write would then fail instead of being sent once).
+def test_an_answer_that_closes_its_connection_is_not_pooled(scripted: Start) -> None:
+    # Every answer says the server closes after it: the next request opens a new one.
     url, seen = scripted(lambda n, line: response(HEALTH, extra="Connection: close\r\n"))
     with Client(url, retries=0) as c:
         for _ in range(3):
@@ -167,8 +180,9 @@ def test_an_idle_connection_that_became_readable_is_not_reused(scripted: Start) 
         c.health()
         answered.set()
         assert stray_sent.wait(5)
-        assert c._h1 is not None and c._h1._idle[0].sock is not None
-        assert _h1._readable(c._h1._idle[0].sock)
+        assert c._h1 is not None
+        idle = c._h1._idle[0][0].sock
+        assert idle is not None and _h1._readable(idle)
         c.health()
     assert len(seen.requests) == 2 and seen.connections == 2
 
@@ -249,3 +263,240 @@ def test_a_closed_client_refuses_requests(scripted: Start) -> None:
     c.close()
     with pytest.raises(RuntimeError, match="closed"):
         c.health()
+
+
+DIFF = orjson.dumps(
+    {"topic": "t", "records": [], "next_from_seq": 0, "head_seq": 0, "earliest_seq": 0,
+     "caught_up": True, "tombstone": None, "lag": 0}
+)  # fmt: skip
+
+
+def raw_server(serve: Callable[[socket.socket], None]) -> tuple[str, threading.Thread]:
+    """A listening socket whose accepted connections `serve` handles, one at a time."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+
+    def loop() -> None:
+        with srv:
+            serve(srv)
+
+    t = threading.Thread(target=loop, daemon=True)
+    t.start()
+    return f"http://127.0.0.1:{srv.getsockname()[1]}", t
+
+
+def test_a_long_poll_gets_its_wait_added_to_the_timeout(scripted: Start) -> None:
+    answer = threading.Event()
+    url, _seen = scripted(lambda n, line: [lambda: answer.wait(0.5), response(DIFF)])
+    with Client(url, timeout=0.2, retries=0) as c:
+        c.diff("t", 0, wait_ms=2000)  # answered after 0.5 s: inside 0.2 s + the wait
+
+
+def test_a_reused_socket_gets_the_new_requests_timeout(scripted: Start) -> None:
+    hold = threading.Event()
+
+    def script(n: int, line: str) -> list[bytes | Callable[[], object]]:
+        if n == 0:
+            return [response(DIFF)]
+        return [lambda: hold.wait(5), response(HEALTH)]
+
+    url, seen = scripted(script)
+    try:
+        with Client(url, timeout=0.2, retries=0) as c:
+            c.diff("t", 0, wait_ms=5000)  # the socket's timeout was 5.2 s for this one
+            with pytest.raises(SeglogTimeoutError):
+                c.health()  # 0.2 s again, not 5.2 s (hold.wait(5) would outlast it)
+    finally:
+        hold.set()
+    assert seen.connections == 1
+
+
+def test_a_timed_out_connection_is_never_reused(scripted: Start) -> None:
+    late = threading.Event()
+
+    def script(n: int, line: str) -> list[bytes | Callable[[], object]]:
+        if n == 0:
+            return [
+                lambda: late.wait(5),
+                response(b'{"status":"late","version":"x","uptime_ms":1}'),
+            ]
+        return [response(HEALTH)]
+
+    url, seen = scripted(script)
+    try:
+        with Client(url, timeout=0.2, retries=0) as c:
+            with pytest.raises(SeglogTimeoutError):
+                c.health()
+            late.set()
+            assert c.health().status == "ok"  # never the late answer to the first request
+    finally:
+        late.set()
+    assert seen.connections == 2
+
+
+def test_close_closes_idle_connections(scripted: Start) -> None:
+    url, _seen = scripted(lambda n, line: response(HEALTH))
+    c = Client(url)
+    c.health()
+    assert c._h1 is not None
+    idle = c._h1._idle[0][0]
+    c.close()
+    assert idle.sock is None
+
+
+def test_close_ends_a_request_in_flight(scripted: Start) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    def script(n: int, line: str) -> list[bytes | Callable[[], object]]:
+        started.set()
+        return [lambda: release.wait(5), response(HEALTH)]
+
+    url, _seen = scripted(script)
+    c = Client(url, timeout=10, retries=3, sleep=lambda _s: None)
+    failed: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            c.health()
+        except BaseException as e:
+            failed.append(e)
+
+    t = threading.Thread(target=call)
+    t.start()
+    try:
+        assert started.wait(5)
+        c.close()
+        t.join(5)
+    finally:
+        release.set()
+    assert not t.is_alive()
+    # the dropped connection is retried (a health check is idempotent) into a closed client
+    assert len(failed) == 1 and "closed" in str(failed[0])
+
+
+def test_the_idle_list_is_capped_and_expires(scripted: Start) -> None:
+    url, _seen = scripted(lambda n, line: response(HEALTH))
+    now = [0.0]
+    pool = _h1.H1Pool(url, {}, clock=lambda: now[0])
+    conns = [pool._take(2.0) for _ in range(_h1.MAX_IDLE + 5)]
+    for conn in conns:
+        pool._give_back(conn, True)
+    assert len(pool._idle) == _h1.MAX_IDLE
+    assert all(c.sock is None for c in conns[:5])  # the oldest were closed
+    now[0] = _h1.IDLE_EXPIRY_S + 1
+    assert pool.send("GET", "/v0/health", None, None, None, 2.0).status_code == 200
+    assert len(pool._idle) == 1  # the expired ones closed, the fresh one kept
+    assert all(c.sock is None for c in conns)
+    pool.close()
+
+
+def test_a_reset_while_waiting_is_a_network_error_retried_only_if_idempotent() -> None:
+    received = [0]
+
+    def serve(srv: socket.socket) -> None:
+        while True:
+            s, _ = srv.accept()
+            s.recv(65536)
+            received[0] += 1
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            s.close()  # RST
+
+    url, _t = raw_server(serve)
+    with Client(url, retries=2, sleep=lambda _s: None, timeout=2) as c:
+        with pytest.raises(SeglogConnectionError) as e:
+            c.append("t", [{"data": 1}], idempotency_key="k")  # may be resent
+        assert not isinstance(e.value, SeglogTimeoutError)
+        assert received[0] == 3
+        with pytest.raises(SeglogConnectionError):
+            c.append("t", [{"data": 1}])  # no key: sent once
+        assert received[0] == 4
+
+
+def test_an_early_answer_is_reported_rather_than_the_broken_pipe() -> None:
+    # A server refusing a body over its limit answers from the declared length and
+    # closes without reading it: the caller must see the 413, not the failed write.
+    err = b'{"error":{"code":"payload_too_large","message":"too big"}}'
+
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        with s:
+            s.recv(65536)
+            s.sendall(response(err, "413 Payload Too Large", "Connection: close\r\n"))
+            s.shutdown(socket.SHUT_WR)
+            time.sleep(0.2)  # then close with the body unread: the client's write fails
+
+    url, _t = raw_server(serve)
+    with Client(url, retries=0, timeout=2) as c, pytest.raises(PayloadTooLarge):
+        c.append("t", [{"data": "x" * 1000}] * 20000)
+
+
+def test_an_idle_connection_the_server_closed_is_not_written_to() -> None:
+    appended = {"topic": "t", "first_seq": 1, "last_seq": 1, "seqs": [1], "head_seq": 1,
+                "count": 1, "created": False, "deduped": False,
+                "performance": {"server_total_ms": 0.1}}  # fmt: skip
+    requests: list[bytes] = []
+    closed = threading.Event()
+
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        requests.append(s.recv(65536))
+        s.sendall(response(HEALTH))  # keep-alive, then an idle close (FIN)
+        s.close()
+        closed.set()
+        s, _ = srv.accept()
+        requests.append(s.recv(65536))
+        s.sendall(response(orjson.dumps(appended)))
+        s.close()
+
+    url, _t = raw_server(serve)
+    with Client(url, retries=3, timeout=2) as c:
+        c.health()
+        assert closed.wait(5)
+        assert c._h1 is not None
+        sock = c._h1._idle[0][0].sock
+        assert sock is not None
+        select.select([sock], [], [], 2)  # the FIN has arrived
+        assert c.append("t", [{"data": 1}]).last_seq == 1  # no key: on a fresh connection
+    assert len(requests) == 2
+
+
+def test_interim_responses_are_skipped(scripted: Start) -> None:
+    early = b"HTTP/1.1 103 Early Hints\r\nLink: </x>\r\n\r\n"
+    url, seen = scripted(lambda n, line: early + response(HEALTH))
+    with Client(url, retries=0, timeout=2) as c:
+        assert c.health().status == "ok"
+        assert c.health().status == "ok"
+    assert seen.connections == 1
+
+
+def test_a_non_ascii_response_header_is_kept(scripted: Start) -> None:
+    answer = (
+        b"HTTP/1.1 200 OK\r\nX-Note: caf\xe9\r\nContent-Length: "
+        + str(len(HEALTH)).encode()
+        + b"\r\n\r\n"
+        + HEALTH
+    )
+    url, _seen = scripted(lambda n, line: answer)
+    with Client(url, timeout=2) as c:
+        assert c.health().status == "ok"
+
+
+def test_a_header_http_client_refuses_is_a_local_error_sent_nowhere(scripted: Start) -> None:
+    url, seen = scripted(lambda n, line: response(HEALTH))
+    c = Client(url, api_key="a\r\nX-Evil: 1", retries=3, timeout=2)
+    with c, pytest.raises(SeglogConnectionError, match="LocalProtocolError"):
+        c.health()
+    assert seen.requests == []
+
+
+def test_a_request_header_replaces_the_default_of_the_same_name(scripted: Start) -> None:
+    url, seen = scripted(lambda n, line: response(b"# metrics\n", extra=""))
+    with Client(url, timeout=2) as c:
+        c.metrics()
+    assert seen.requests[0][1]["accept"] == "text/plain"
+
+
+def test_credentials_in_the_url_stay_with_httpx() -> None:
+    assert not _h1.usable("http://user:pw@h:1", http2=False, has_transport=False)
+    assert not _h1.usable("http://h:1/?x=1", http2=False, has_transport=False)

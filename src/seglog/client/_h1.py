@@ -10,9 +10,12 @@ a response comes back as an `httpx.Response` for the same parsers, and a failure
 `httpx` transport error the retry policy already knows (`_base._RETRY_TRANSPORT`), raised
 before anything is retried here — a request is sent at most once per call.
 
-Thread-safe: each request has a connection to itself; idle ones wait in a locked list.
-A connection that became readable while idle (the server closed it, or sent what nobody
-asked for) is never reused.
+Thread-safe: each request has a connection to itself; idle ones wait in a locked list
+(at most MAX_IDLE, each for at most IDLE_EXPIRY_S, as httpx keeps them). A connection that
+became readable while idle (the server closed it, or sent what nobody asked for) is never
+reused, nor is one whose request failed or timed out. An answer that arrives although
+the request's body could not all be written (a server refusing an oversized body early)
+is the answer returned.
 """
 
 from __future__ import annotations
@@ -21,13 +24,18 @@ import http.client
 import select
 import socket
 import threading
+import time
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from urllib.parse import urlsplit
 
 import httpx
 
-_EXPECTS_BODY = frozenset({"POST", "PUT", "PATCH"})
+# Like httpx's defaults: at most this many idle connections are kept, each for at most
+# this long (a server may close a connection it sees idle; one closed while idle is caught
+# by the readability check anyway, this only bounds the sockets held).
+MAX_IDLE = 20
+IDLE_EXPIRY_S = 5.0
 
 
 def env_proxied() -> bool:
@@ -37,20 +45,52 @@ def env_proxied() -> bool:
 
 
 def usable(url: str, *, http2: bool, has_transport: bool) -> bool:
-    """Whether a client of `url` may send its requests through `H1Pool`."""
-    return not http2 and not has_transport and urlsplit(url).scheme == "http" and not env_proxied()
+    """Whether a client of `url` may send its requests through `H1Pool`: plain HTTP/1.1,
+    nothing in the URL but a host, port and path (httpx turns `user:pw@` into Basic auth),
+    and no proxy."""
+    parts = urlsplit(url)
+    return (
+        not http2
+        and not has_transport
+        and parts.scheme == "http"
+        and parts.hostname is not None
+        and parts.username is None
+        and parts.password is None
+        and not parts.query
+        and not parts.fragment
+        and not env_proxied()
+    )
+
+
+class _Response(http.client.HTTPResponse):
+    """Skips every interim (1xx) response before the final one, as h11 does;
+    `http.client` itself skips only `100 Continue`."""
+
+    def _read_status(self) -> tuple[str, int, str]:
+        while True:
+            version, status, reason = super()._read_status()  # type: ignore[misc]
+            if not 101 < status < 200:  # 100 is skipped by `begin`; 101 would be final
+                return version, status, reason
+            http.client.parse_headers(self.fp)  # the interim response's headers
 
 
 class H1Pool:
-    def __init__(self, url: str, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         parts = urlsplit(url)
         if parts.scheme != "http" or parts.hostname is None:
             raise ValueError(f"H1Pool needs an http:// URL with a host, not {url!r}")
         self._host = parts.hostname
         self._port = parts.port or 80
         self._prefix = parts.path.rstrip("/")
-        self._headers = dict(headers)
-        self._idle: list[http.client.HTTPConnection] = []
+        self._headers = {k.lower(): v for k, v in headers.items()}
+        self._clock = clock
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # (conn, idle since)
+        self._busy: set[http.client.HTTPConnection] = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -64,62 +104,65 @@ class H1Pool:
         timeout: float,
     ) -> httpx.Response:
         """One request and its whole response. `path` starts with `/` and is already
-        percent-encoded; it is appended to the URL's own path, as httpx's `base_url` does."""
+        percent-encoded; it is appended to the URL's own path, as httpx's `base_url` does.
+        Failures raise the httpx transport error of their kind; nothing is resent here."""
         target = self._prefix + path
         if params:
             target += "?" + str(httpx.QueryParams(params))
-        sent = {**self._headers, **headers} if headers else self._headers
-        if body is None and method in _EXPECTS_BODY:
-            body = b""
+        sent = self._headers
+        if headers:  # a request's own headers replace the defaults of the same name
+            sent = {**sent, **{k.lower(): v for k, v in headers.items()}}
         conn = self._take(timeout)
+        reusable = False
         try:
-            try:
-                conn.request(method, target, body, sent)
-            except TimeoutError as e:
-                raise httpx.WriteTimeout(str(e) or "timed out sending the request") from e
-            except OSError as e:
-                raise httpx.WriteError(f"{type(e).__name__}: {e}") from e
-            try:
-                r = conn.getresponse()
-                content = r.read()
-            except TimeoutError as e:
-                raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
-            except http.client.HTTPException as e:
-                raise httpx.RemoteProtocolError(f"{type(e).__name__}: {e}") from e
-            except OSError as e:
-                raise httpx.ReadError(f"{type(e).__name__}: {e}") from e
-        except BaseException:
-            conn.close()
-            raise
-        if r.will_close:
-            conn.close()
-        else:
-            self._give_back(conn)
-        return httpx.Response(r.status, headers=r.getheaders(), content=content)
+            r, content, whole = _exchange(conn, method, target, body, sent)
+            reusable = whole and not r.will_close
+        finally:
+            self._give_back(conn, reusable)
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in r.getheaders()]
+        return httpx.Response(r.status, headers=raw, content=content)
 
     def close(self) -> None:
+        """Close every connection: idle ones, and those of requests in flight (which then
+        fail as a dropped connection would)."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for conn in idle:
+            busy = list(self._busy)
+        for conn, _since in idle:
             conn.close()
+        for conn in busy:
+            sock = conn.sock
+            if sock is not None:
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked on it
+                except OSError:
+                    pass
 
     def _take(self, timeout: float) -> http.client.HTTPConnection:
         while True:
+            now = self._clock()
             with self._lock:
                 if self._closed:
                     raise RuntimeError("the client is closed")
-                conn = self._idle.pop() if self._idle else None
-            if conn is None:
-                return self._connect(timeout)
+                conn, since = self._idle.pop() if self._idle else (None, now)
+                if conn is None:
+                    break
+                self._busy.add(conn)
             sock = conn.sock
-            if sock is not None and not _readable(sock):
+            if sock is not None and now - since < IDLE_EXPIRY_S and not _readable(sock):
                 sock.settimeout(timeout)
                 return conn
-            conn.close()  # closed by the server while idle (or it spoke out of turn)
+            # expired, or closed by the server while idle (or it spoke out of turn)
+            self._give_back(conn, False)
+        conn = self._connect(timeout)
+        with self._lock:
+            self._busy.add(conn)
+        return conn
 
     def _connect(self, timeout: float) -> http.client.HTTPConnection:
         conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        conn.response_class = _Response
         try:
             conn.connect()
         except TimeoutError as e:
@@ -132,12 +175,58 @@ class H1Pool:
             conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return conn
 
-    def _give_back(self, conn: http.client.HTTPConnection) -> None:
+    def _give_back(self, conn: http.client.HTTPConnection, reusable: bool) -> None:
+        now = self._clock()
         with self._lock:
-            if not self._closed:
-                self._idle.append(conn)
-                return
-        conn.close()
+            self._busy.discard(conn)
+            keep = reusable and not self._closed
+            if keep:
+                self._idle.append((conn, now))
+            # drop the expired, then the oldest beyond the cap (the list is oldest first)
+            fresh = [(c, t) for c, t in self._idle if now - t < IDLE_EXPIRY_S]
+            stale = [c for c, t in self._idle if now - t >= IDLE_EXPIRY_S]
+            cut = max(0, len(fresh) - MAX_IDLE)
+            stale += [c for c, _t in fresh[:cut]]
+            self._idle = fresh[cut:]
+        if not keep:
+            conn.close()
+        for c in stale:
+            c.close()
+
+
+def _exchange(
+    conn: http.client.HTTPConnection,
+    method: str,
+    target: str,
+    body: bytes | None,
+    headers: Mapping[str, str],
+) -> tuple[http.client.HTTPResponse, bytes, bool]:
+    """Send the request and read the whole response on `conn`, mapping failures to httpx's
+    transport errors. The flag: whether the request went out whole (else the connection
+    must not be reused even if an answer came)."""
+    write_error: OSError | None = None
+    try:
+        conn.request(method, target, body, headers)
+    except TimeoutError as e:
+        raise httpx.WriteTimeout(str(e) or "timed out sending the request") from e
+    except (ValueError, http.client.HTTPException) as e:
+        # a header or target `http.client` refuses to send (say, a CR/LF in the API key)
+        raise httpx.LocalProtocolError(f"{type(e).__name__}: {e}") from e
+    except OSError as e:
+        # The server may have answered before reading the whole body and closed (a
+        # `413` for a body over its limit): that answer is what the caller must see.
+        write_error = e
+    try:
+        r = conn.getresponse()
+        return r, r.read(), write_error is None
+    except TimeoutError as e:
+        raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
+    except (http.client.HTTPException, OSError) as e:
+        if write_error is not None:
+            raise httpx.WriteError(f"{type(write_error).__name__}: {write_error}") from e
+        if isinstance(e, http.client.HTTPException):
+            raise httpx.RemoteProtocolError(f"{type(e).__name__}: {e}") from e
+        raise httpx.ReadError(f"{type(e).__name__}: {e}") from e
 
 
 def _readable(sock: socket.socket) -> bool:

@@ -138,7 +138,8 @@ class Client(BaseClient):
         return call.parse(self._send(call.spec))
 
     def close(self) -> None:
-        """Close the connection pools. The client cannot be used afterwards."""
+        """Close the connection pools. The client cannot be used afterwards; a request
+        another thread has in flight fails as on a dropped connection."""
         if self._h1 is not None:
             self._h1.close()
         self._http.close()
