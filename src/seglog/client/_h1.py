@@ -7,8 +7,8 @@ merging the URL, `Client.send`, httpcore and h11 — against ~70–130 µs for `
 (BENCHMARKS.md, "what a request costs the Python client"); on one connection that is a
 `GET /v0/health` in ~250 µs instead of ~650 µs. Everything above the wire stays as it was:
 a response comes back as an `httpx.Response` for the same parsers, and a failure as the
-`httpx` transport error the retry policy already knows (`_base._RETRY_TRANSPORT`), raised
-before anything is retried here — a request is sent at most once per call.
+`httpx` transport error the retry policy already knows (`_base._RETRY_TRANSPORT`): nothing
+is resent here, the client's retry policy alone decides.
 
 Thread-safe: each request has a connection to itself; idle ones wait in a locked list
 (at most MAX_IDLE, each for at most IDLE_EXPIRY_S, as httpx keeps them). A connection that
@@ -64,7 +64,8 @@ def usable(url: str, *, http2: bool, has_transport: bool) -> bool:
 
 class _Response(http.client.HTTPResponse):
     """Skips every interim (1xx) response before the final one, as h11 does;
-    `http.client` itself skips only `100 Continue`."""
+    `http.client` itself skips only `100 Continue`. `_read_status` is a private method of
+    `http.client`; `test_interim_responses_are_skipped` guards this override."""
 
     def _read_status(self) -> tuple[str, int, str]:
         while True:
