@@ -7,8 +7,8 @@ Each seglog durability class is paired with the Redis persistence that promises 
   wrk posting `{"records": [...100...]}` to seglog; redis-benchmark pipelining 100 `XADD`s
   per connection (`-P 100`), the Redis form of a 100-record batch;
 - single-record write-ack latency p50 / p99 on one connection through Python clients, one
-  request in flight: aiohttp `POST` to seglog, and seglog's own sync `Client.append`;
-  redis-py (hiredis) `XADD`. Three rounds of `--pings` writes each, alternating seglog and
+  request in flight: aiohttp `POST` to seglog, and seglog's own `Client.append` and
+  `AsyncClient.append`; redis-py (hiredis) `XADD`. Three rounds of `--pings` writes each, alternating seglog and
   Redis; the medians of the rounds' p50 and p99 are reported (a single round moved by 4x on
   this shared machine).
 
@@ -112,6 +112,19 @@ def client_latencies(base: str, topic: str, n: int) -> list[float]:
     return out
 
 
+async def async_client_latencies(base: str, topic: str, n: int) -> list[float]:
+    from seglog.client import AsyncClient
+
+    out: list[float] = []
+    async with AsyncClient(base) as c:
+        for i in range(n + n // 10):
+            t0 = time.perf_counter()
+            await c.append(topic, [{"data": RECORD}])
+            if i >= n // 10:  # the first tenth warms the connection up
+                out.append(time.perf_counter() - t0)
+    return out
+
+
 def redis_latencies(port: int, n: int) -> list[float]:
     import redis
 
@@ -167,7 +180,7 @@ def main() -> None:
                 seg_batch = wrk.post(f"{base}/v0/topics/b-{cls}", 8, batch)["rps"] * 100
                 rport = free_port()
                 redis = start_redis(rport, root / f"redis-{cls}", redis_args)
-                seg_rounds, cli_rounds, red_rounds = [], [], []
+                seg_rounds, cli_rounds, aio_rounds, red_rounds = [], [], [], []
                 try:
                     ping_ceiling = redis_benchmark(rport, 1, "PING")
                     red_batch = redis_benchmark(rport, a.seconds, "XADD", "b", "*", "d", RECORD)
@@ -176,6 +189,8 @@ def main() -> None:
                         seg_rounds.append((pct(xs, 50), pct(xs, 99)))
                         xs = client_latencies(base, f"l-{cls}", a.pings)
                         cli_rounds.append((pct(xs, 50), pct(xs, 99)))
+                        xs = asyncio.run(async_client_latencies(base, f"l-{cls}", a.pings))
+                        aio_rounds.append((pct(xs, 50), pct(xs, 99)))
                         xs = redis_latencies(rport, a.pings)
                         red_rounds.append((pct(xs, 50), pct(xs, 99)))
                 finally:
@@ -185,6 +200,8 @@ def main() -> None:
                 seg_p99 = statistics.median(r[1] for r in seg_rounds)
                 cli_p50 = statistics.median(r[0] for r in cli_rounds)
                 cli_p99 = statistics.median(r[1] for r in cli_rounds)
+                aio_p50 = statistics.median(r[0] for r in aio_rounds)
+                aio_p99 = statistics.median(r[1] for r in aio_rounds)
                 red_p50 = statistics.median(r[0] for r in red_rounds)
                 red_p99 = statistics.median(r[1] for r in red_rounds)
                 row = {
@@ -201,6 +218,9 @@ def main() -> None:
                     "seglog_client_p50_us": round(cli_p50 * 1000),
                     "seglog_client_p99_us": round(cli_p99 * 1000),
                     "client_p50_ratio": round(cli_p50 / red_p50, 2),
+                    "seglog_async_client_p50_us": round(aio_p50 * 1000),
+                    "seglog_async_client_p99_us": round(aio_p99 * 1000),
+                    "async_client_p50_ratio": round(aio_p50 / red_p50, 2),
                     "redis_benchmark_ping_rps": round(ping_ceiling),
                 }
                 rows.append(row)
@@ -209,7 +229,9 @@ def main() -> None:
                     f"{red_batch:,.0f} rec/s ({row['batched_ratio']:.2f}x); single-record p50 "
                     f"{row['seglog_p50_us']} vs {row['redis_p50_us']} us "
                     f"({row['p50_ratio']:.1f}x slower); seglog Client p50 "
-                    f"{row['seglog_client_p50_us']} us ({row['client_p50_ratio']:.1f}x)",
+                    f"{row['seglog_client_p50_us']} us ({row['client_p50_ratio']:.1f}x), "
+                    f"AsyncClient p50 {row['seglog_async_client_p50_us']} us "
+                    f"({row['async_client_p50_ratio']:.1f}x)",
                     flush=True,
                 )
             print(

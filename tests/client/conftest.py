@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from seglog.client import AsyncClient, Client
+from tests.client.h1_server import scripted  # noqa: F401 (the lean HTTP/1.1 paths' fixture)
 
 BASE_URL = "http://seglog.test"
 Handler = Callable[[httpx.Request], httpx.Response]

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import select
 import socket
-import socketserver
 import struct
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 import httpx
 import orjson
@@ -26,85 +24,12 @@ from seglog.client import (
     _base,
     _h1,
 )
-
-HEALTH = orjson.dumps({"status": "ok", "version": "0.1.0", "uptime_ms": 1})
-
-
-@dataclass
-class Seen:
-    """What the scripted server received: one entry per request, and connections opened."""
-
-    requests: list[tuple[str, dict[str, str], bytes]] = field(default_factory=list)
-    connections: int = 0
-
-
-# A script answers one request: the raw bytes to send back, or None to close the socket
-# without answering; a list of parts is written one `write` each, a callable part is
-# called between them. It sees the request number (0-based, across connections).
-Script = Callable[[int, str], "bytes | list[bytes | Callable[[], object]] | None"]
-
-
-def response(body: bytes, status: str = "200 OK", extra: str = "") -> bytes:
-    head = f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{extra}"
-    return (head + f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+from tests.client.h1_server import DIFF, HEALTH, Start, raw_server, response
 
 
 @pytest.fixture(autouse=True)
 def _no_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(urllib.request, "getproxies", lambda: {})
-
-
-Start = Callable[[Script], tuple[str, Seen]]
-
-
-class _Server(socketserver.ThreadingTCPServer):
-    request_queue_size = 128  # the default 5 makes a burst of connects wait out SYN retries
-
-
-@pytest.fixture
-def scripted() -> Iterator[Start]:
-    servers: list[socketserver.ThreadingTCPServer] = []
-
-    def start(script: Script) -> tuple[str, Seen]:
-        seen = Seen()
-        lock = threading.Lock()
-
-        class Handler(socketserver.StreamRequestHandler):
-            def handle(self) -> None:
-                with lock:
-                    seen.connections += 1
-                while True:
-                    line = self.rfile.readline()
-                    if not line:
-                        return
-                    headers: dict[str, str] = {}
-                    while (h := self.rfile.readline()) not in (b"\r\n", b""):
-                        k, _, v = h.decode().partition(":")
-                        headers[k.strip().lower()] = v.strip()
-                    body = self.rfile.read(int(headers.get("content-length", "0")))
-                    with lock:
-                        n = len(seen.requests)
-                        seen.requests.append((line.decode().strip(), headers, body))
-                    out = script(n, line.decode())
-                    if out is None:
-                        return
-                    for part in out if isinstance(out, list) else [out]:
-                        if callable(part):
-                            part()
-                            continue
-                        self.wfile.write(part)
-                        self.wfile.flush()
-
-        srv = _Server(("127.0.0.1", 0), Handler)
-        srv.daemon_threads = True
-        servers.append(srv)
-        threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True).start()
-        return f"http://127.0.0.1:{srv.server_address[1]}", seen
-
-    yield start
-    for srv in servers:
-        srv.shutdown()
-        srv.server_close()
 
 
 def test_only_plain_http_without_h2_transport_or_proxy_uses_it(
@@ -263,27 +188,6 @@ def test_a_closed_client_refuses_requests(scripted: Start) -> None:
     c.close()
     with pytest.raises(RuntimeError, match="closed"):
         c.health()
-
-
-DIFF = orjson.dumps(
-    {"topic": "t", "records": [], "next_from_seq": 0, "head_seq": 0, "earliest_seq": 0,
-     "caught_up": True, "tombstone": None, "lag": 0}
-)  # fmt: skip
-
-
-def raw_server(serve: Callable[[socket.socket], None]) -> tuple[str, threading.Thread]:
-    """A listening socket whose accepted connections `serve` handles, one at a time."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen()
-
-    def loop() -> None:
-        with srv:
-            serve(srv)
-
-    t = threading.Thread(target=loop, daemon=True)
-    t.start()
-    return f"http://127.0.0.1:{srv.getsockname()[1]}", t
 
 
 def test_a_long_poll_gets_its_wait_added_to_the_timeout(scripted: Start) -> None:

@@ -1,7 +1,9 @@
 """`AsyncClient`: the asyncio twin of `Client`, method for method (see `_base`).
 
-An `AsyncClient` wraps one `httpx.AsyncClient` bound to the event loop that first uses it; close
-it (`await client.close()` or `async with`) when done.
+An `AsyncClient` sends its requests over lean keep-alive HTTP/1.1 (`_h1_aio`) where nothing
+needs httpx, and wraps one `httpx.AsyncClient` for everything else (TLS, h2c, proxies,
+streams, injected transports), bound to the event loop that first uses it; close it
+(`await client.close()` or `async with`) when done.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
-from seglog.client import _arrow, _base, _watch, _ws
+from seglog.client import _arrow, _base, _h1, _watch, _ws
 from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS, ArrowPage
 from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
+from seglog.client._h1_aio import AsyncH1Pool
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
 from seglog.client.exceptions import SeglogConnectionError, SeglogHTTPError
@@ -58,8 +61,9 @@ class AsyncClient(BaseClient):
     """The asyncio client of a seglog server's `/v0` HTTP API (docs/client.md).
 
     The twin of `Client`, method for method: the request methods are coroutines, and
-    `read()`, `watch()` and `work()` return async iterators. It holds one `httpx.AsyncClient`
-    bound to the event loop that first uses it; `await client.close()` it, or use
+    `read()`, `watch()` and `work()` return async iterators. It holds a pool of lean HTTP/1.1
+    connections for plain `http://` URLs and one `httpx.AsyncClient` for the rest, bound to
+    the event loop that first uses them; `await client.close()` it, or use
     `async with`. Arguments, retries and exceptions are those of `Client`: `SeglogHTTPError`
     (a subclass per wire code) for an error answer, `SeglogConnectionError` /
     `SeglogTimeoutError` when no answer came, `SeglogProtocolError` for a malformed answer,
@@ -91,6 +95,12 @@ class AsyncClient(BaseClient):
                 http1=False, http2=True, verify=_base.tls_verify(url)
             )
         self._sleep = sleep
+        # Requests go through the lean HTTP/1.1 pool where nothing needs httpx (see `_h1_aio`).
+        self._h1 = (
+            AsyncH1Pool(url, _base.default_headers(api_key))
+            if _h1.usable(url, http2=http2, has_transport=transport is not None)
+            else None
+        )
         self._http = httpx.AsyncClient(
             base_url=url,
             headers=_base.default_headers(api_key),
@@ -102,11 +112,20 @@ class AsyncClient(BaseClient):
 
     # --- plumbing ---------------------------------------------------------------------------
 
+    async def _request(self, spec: RequestSpec) -> httpx.Response:
+        body = spec.body
+        if self._h1 is not None and (body is None or isinstance(body, bytes)):
+            timeout = self.timeout + spec.extra_timeout
+            return await self._h1.send(
+                spec.method, spec.path, spec.params, body, spec.headers, timeout
+            )
+        return await self._http.send(self._build(self._http, spec))
+
     async def _send(self, spec: RequestSpec) -> httpx.Response:
         attempt = 0
         while True:
             try:
-                resp = await self._http.send(self._build(self._http, spec))
+                resp = await self._request(spec)
             except httpx.TransportError as exc:
                 delay = self._failure(exc, spec, attempt)
             else:
@@ -120,7 +139,9 @@ class AsyncClient(BaseClient):
         return call.parse(await self._send(call.spec))
 
     async def close(self) -> None:
-        """Close the connection pool. The client cannot be used afterwards."""
+        """Close the connection pools. The client cannot be used afterwards."""
+        if self._h1 is not None:
+            await self._h1.close()
         await self._http.aclose()
 
     async def aclose(self) -> None:

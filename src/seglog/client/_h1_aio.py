@@ -1,0 +1,371 @@
+"""Keep-alive HTTP/1.1 to one cleartext origin on asyncio: `AsyncClient`'s request path
+when nothing needs httpx's (the same conditions as the sync client's `_h1`).
+
+Why: `httpx.AsyncClient` spends ~300 µs of CPU per request above what the request needs
+(BENCHMARKS.md, "Issue 12, eighth session"); one asyncio protocol per connection, which
+formats the request and parses the answer from its own buffer, spends a fraction of that.
+Above the wire nothing changes: a response comes back as an `httpx.Response`, a failure
+as the `httpx` transport error the retry policy knows, and nothing is resent here.
+
+Connections belong to the event loop that opened them: a pool used from another loop
+drops the idle ones it kept. A connection that received anything while idle (the
+server's close, or bytes nobody asked for) is never reused, nor is one whose request
+failed, timed out or was cancelled. An answer that arrives although the request's body
+could not all be written (a server refusing an oversized body early) is the answer
+returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import cast
+from urllib.parse import urlsplit
+
+import httpx
+
+from seglog.client._h1 import IDLE_EXPIRY_S, MAX_IDLE
+
+# The largest response head accepted (status line and headers), as h11's default.
+MAX_HEAD = 64 * 1024
+_NO_BODY_STATUS = (204, 304)
+_FORBIDDEN = frozenset("\r\n\0")
+
+
+class _Connection(asyncio.Protocol):
+    """One socket: what arrived (`buf`), whether the peer ended (`eof`, `lost`), and the
+    one waiter of a request in flight."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
+        self.eof = False
+        self.lost = False
+        self.error: Exception | None = None
+        self._waiter: asyncio.Future[None] | None = None
+        self._writable: asyncio.Future[None] | None = None
+
+    # -- asyncio.Protocol ---------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is no subclass
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.error = exc
+        self._wake()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._writable = self.loop.create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    # -- used by the pool ---------------------------------------------------------------
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    @property
+    def idle_ok(self) -> bool:
+        """Nothing arrived and nothing ended since the last answer."""
+        t = self.transport
+        return not (self.buf or self.eof or self.lost or t is None or t.is_closing())
+
+    async def wait_data(self) -> None:
+        """Until more bytes arrive or the peer ends (raises if it already has)."""
+        if self.eof or self.lost:
+            raise _Ended
+        self._waiter = self.loop.create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    async def drain(self) -> None:
+        if self._writable is not None:
+            await self._writable
+        if self.lost:
+            raise ConnectionResetError("connection lost while sending the request")
+
+    def close(self) -> None:
+        """Abort the socket, from any loop (a closed loop's sockets are already unusable)."""
+        t = self.transport
+        if t is None or self.loop.is_closed():
+            return
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self.loop:
+            t.abort()
+        else:
+            self.loop.call_soon_threadsafe(t.abort)
+
+
+class _Ended(Exception):
+    """The peer closed the connection before the answer was complete."""
+
+
+class AsyncH1Pool:
+    def __init__(
+        self,
+        url: str,
+        headers: Mapping[str, str],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or parts.hostname is None:
+            raise ValueError(f"AsyncH1Pool needs an http:// URL with a host, not {url!r}")
+        self._host = parts.hostname
+        self._port = parts.port or 80
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        self._host_header = host if self._port == 80 else f"{host}:{self._port}"
+        self._prefix = parts.path.rstrip("/")
+        self._headers = {k.lower(): v for k, v in headers.items()}
+        self._clock = clock
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._idle: list[tuple[_Connection, float]] = []  # (connection, idle since)
+        self._busy: set[_Connection] = set()
+        self._closed = False
+
+    async def send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str | int] | None,
+        body: bytes | None,
+        headers: Mapping[str, str] | None,
+        timeout: float,
+    ) -> httpx.Response:
+        """One request and its whole response (see `_h1.H1Pool.send`)."""
+        target = self._prefix + path
+        if params:
+            target += "?" + str(httpx.QueryParams(params))
+        sent = self._headers
+        if headers:
+            sent = {**sent, **{k.lower(): v for k, v in headers.items()}}
+        head = _request_head(method, target, self._host_header, sent, body)
+        conn = await self._take(timeout)
+        reusable = False
+        try:
+            status, raw, content, reusable = await _exchange(conn, method, head, body, timeout)
+        finally:
+            self._give_back(conn, reusable)
+        return httpx.Response(status, headers=raw, content=content)
+
+    async def close(self) -> None:
+        """Close every connection: idle ones, and those of requests in flight (which then
+        fail as a dropped connection would)."""
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for conn, _since in idle:
+            conn.close()
+        for conn in list(self._busy):
+            conn.close()
+
+    async def _take(self, timeout: float) -> _Connection:
+        if self._closed:
+            raise RuntimeError("the client is closed")
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # idle connections of another loop cannot serve here
+            for conn, _since in self._idle:
+                conn.close()
+            self._idle = []
+            self._loop = loop
+        now = self._clock()
+        while self._idle:
+            conn, since = self._idle.pop()
+            if now - since < IDLE_EXPIRY_S and conn.idle_ok:
+                self._busy.add(conn)
+                return conn
+            conn.close()  # expired, or the server closed it (or spoke out of turn)
+        conn = await self._connect(loop, timeout)
+        if self._closed:
+            conn.close()
+            raise RuntimeError("the client is closed")
+        self._busy.add(conn)
+        return conn
+
+    async def _connect(self, loop: asyncio.AbstractEventLoop, timeout: float) -> _Connection:
+        try:
+            async with asyncio.timeout(timeout):
+                _t, conn = await loop.create_connection(
+                    lambda: _Connection(loop), self._host, self._port
+                )
+        except TimeoutError as e:
+            raise httpx.ConnectTimeout(str(e) or "timed out connecting") from e
+        except OSError as e:
+            raise httpx.ConnectError(f"{type(e).__name__}: {e}") from e
+        return conn
+
+    def _give_back(self, conn: _Connection, reusable: bool) -> None:
+        now = self._clock()
+        self._busy.discard(conn)
+        if reusable and not self._closed:
+            self._idle.append((conn, now))
+        else:
+            conn.close()
+        fresh = [(c, t) for c, t in self._idle if now - t < IDLE_EXPIRY_S]
+        stale = [c for c, t in self._idle if now - t >= IDLE_EXPIRY_S]
+        cut = max(0, len(fresh) - MAX_IDLE)
+        stale += [c for c, _t in fresh[:cut]]
+        self._idle = fresh[cut:]
+        for c in stale:
+            c.close()
+
+
+def _request_head(
+    method: str, target: str, host: str, headers: Mapping[str, str], body: bytes | None
+) -> bytes:
+    """The request line and headers, as `http.client` writes them; a CR, LF or NUL in any
+    of them, or a character outside Latin-1, is a `LocalProtocolError` (nothing is sent)."""
+    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
+    lines += [f"{k}: {v}" for k, v in headers.items() if k not in ("host", "content-length")]
+    if body is not None:
+        lines.append(f"Content-Length: {len(body)}")
+    elif method in ("POST", "PUT", "PATCH"):
+        lines.append("Content-Length: 0")
+    if " " in target or any(not _FORBIDDEN.isdisjoint(line) for line in lines):
+        raise httpx.LocalProtocolError("a request header or target holds a CR, LF, NUL or space")
+    text = "\r\n".join(lines)
+    try:
+        return text.encode("latin-1") + b"\r\n\r\n"
+    except UnicodeEncodeError as e:
+        raise httpx.LocalProtocolError(f"a request header is not Latin-1: {e}") from e
+
+
+async def _exchange(
+    conn: _Connection, method: str, head: bytes, body: bytes | None, timeout: float
+) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+    """Send the request, read the whole answer: (status, headers, body, reusable)."""
+    transport = conn.transport
+    assert transport is not None
+    write_error: OSError | None = None
+    try:
+        transport.write(head + body if body else head)
+        async with asyncio.timeout(timeout):
+            await conn.drain()
+    except TimeoutError as e:
+        raise httpx.WriteTimeout(str(e) or "timed out sending the request") from e
+    except OSError as e:
+        write_error = e  # an early answer (a `413` before the body was read) may be waiting
+    try:
+        async with asyncio.timeout(timeout):
+            return await _read_answer(conn, method, whole=write_error is None)
+    except TimeoutError as e:
+        raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
+    except (_Ended, OSError, httpx.RemoteProtocolError) as e:
+        if write_error is not None:
+            raise httpx.WriteError(f"{type(write_error).__name__}: {write_error}") from e
+        if isinstance(e, httpx.RemoteProtocolError):
+            raise
+        if isinstance(e, _Ended):
+            if conn.error is not None:
+                raise httpx.ReadError(f"{type(conn.error).__name__}: {conn.error}") from e
+            raise httpx.RemoteProtocolError("server disconnected without a full response") from e
+        raise httpx.ReadError(f"{type(e).__name__}: {e}") from e
+
+
+async def _read_answer(
+    conn: _Connection, method: str, *, whole: bool
+) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+    while True:  # interim (1xx) answers are skipped, as h11 does
+        end = conn.buf.find(b"\r\n\r\n")
+        while end < 0:
+            if len(conn.buf) > MAX_HEAD:
+                raise httpx.RemoteProtocolError("response head too large")
+            await conn.wait_data()
+            end = conn.buf.find(b"\r\n\r\n")
+        head = bytes(conn.buf[:end])
+        del conn.buf[: end + 4]
+        status, version_11, raw = _parse_head(head)
+        if not 100 <= status < 200 or status == 101:
+            break
+    fields: dict[bytes, bytes] = {}
+    for k, v in raw:
+        fields[k.lower()] = v
+    close = b"close" in fields.get(b"connection", b"").lower() or not version_11
+    if method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
+        content = b""
+    elif b"chunked" in fields.get(b"transfer-encoding", b"").lower():
+        content = await _read_chunked(conn)
+    elif b"content-length" in fields:
+        length = _content_length(fields[b"content-length"])
+        while len(conn.buf) < length:
+            await conn.wait_data()
+        content = bytes(conn.buf[:length])
+        del conn.buf[:length]
+    else:  # delimited by the close
+        while not (conn.eof or conn.lost):
+            await conn.wait_data()
+        content, close = bytes(conn.buf), True
+        conn.buf.clear()
+    return status, raw, content, whole and not close and not conn.buf
+
+
+def _parse_head(head: bytes) -> tuple[int, bool, list[tuple[bytes, bytes]]]:
+    lines = head.split(b"\r\n")
+    version, _, rest = lines[0].partition(b" ")
+    code = rest[:3]
+    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+        raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
+    raw: list[tuple[bytes, bytes]] = []
+    for line in lines[1:]:
+        name, sep, value = line.partition(b":")
+        if not sep or not name or name != name.strip():
+            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+        raw.append((name, value.strip(b" \t")))
+    return int(code), version == b"HTTP/1.1", raw
+
+
+def _content_length(value: bytes) -> int:
+    if not value.isdigit() or len(value) > 18:
+        raise httpx.RemoteProtocolError(f"malformed Content-Length {value[:40]!r}")
+    return int(value)
+
+
+async def _read_chunked(conn: _Connection) -> bytes:
+    parts: list[bytes] = []
+    while True:
+        end = conn.buf.find(b"\r\n")
+        while end < 0:
+            if len(conn.buf) > MAX_HEAD:
+                raise httpx.RemoteProtocolError("chunk size line too long")
+            await conn.wait_data()
+            end = conn.buf.find(b"\r\n")
+        size_text = bytes(conn.buf[:end]).split(b";", 1)[0].strip()
+        try:
+            size = int(size_text, 16)
+        except ValueError:
+            raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}") from None
+        del conn.buf[: end + 2]
+        if size == 0:  # the last chunk, then trailers up to an empty line
+            while True:
+                end = conn.buf.find(b"\r\n")
+                while end < 0:
+                    await conn.wait_data()
+                    end = conn.buf.find(b"\r\n")
+                del conn.buf[: end + 2]
+                if end == 0:
+                    return b"".join(parts)
+        while len(conn.buf) < size + 2:
+            await conn.wait_data()
+        if conn.buf[size : size + 2] != b"\r\n":
+            raise httpx.RemoteProtocolError("chunk not followed by CRLF")
+        parts.append(bytes(conn.buf[:size]))
+        del conn.buf[: size + 2]
