@@ -204,6 +204,26 @@ def test_label_codes_widen_as_the_table_grows() -> None:
     assert fr.recode(coded).tolist() == [70_002, 0, 6]
 
 
+@pytest.mark.parametrize("wide", [False, True])
+def test_reserving_room_sizes_every_column_once_and_changes_no_value(wide: bool) -> None:
+    step = 1 << 40 if wide else 1  # a block spanning more than 32 bits: plain 8-byte values
+    ts = np.arange(3000, dtype=np.int64) * step
+    sizes, labels = list(range(3000)), [None, "a", "b"] * 1000
+    plain, sized = FrozenSlots(ts_block_bits=6), FrozenSlots(ts_block_bits=6)
+    sized.reserve(3000)
+    before = sized.nbytes
+    for fr in (plain, sized):
+        for a in range(0, 3000, 700):
+            fr.extend_lists(ts[a : a + 700].tolist(), sizes[a : a + 700], labels[a : a + 700],
+                            labels[a : a + 700][::-1])  # fmt: skip
+    assert before == 3000 * (4 + 4 + 1 + 1)
+    # bases of 47 blocks as they fill; or, once wide, 8-byte values in the room reserved
+    assert sized.nbytes == (3000 * (8 + 4 + 1 + 1) if wide else before + 8 * 47)
+    assert plain.nbytes > sized.nbytes  # grown by doubling
+    for attr in ("ts_list", "size_list", "node_list", "tag_list"):
+        assert getattr(sized, attr)(0, 3000) == getattr(plain, attr)(0, 3000), attr
+
+
 TS_RUNS = st.lists(
     st.tuples(st.sampled_from([0, 1, 7, 1 << 31, 1 << 32, 1 << 40]), st.integers(1, 9)),
     max_size=12,

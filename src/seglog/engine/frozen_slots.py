@@ -36,11 +36,12 @@ def _width(largest: int) -> type[np.unsignedinteger]:
     return next(t for limit, t in _WIDTHS if largest <= limit)  # type: ignore[no-any-return]
 
 
-def _grown(old: npt.NDArray[Any], n: int, need: int) -> npt.NDArray[Any]:
-    """`old` (of which `n` are used) with room for `need`, doubling."""
+def _grown(old: npt.NDArray[Any], n: int, need: int, exact: bool = False) -> npt.NDArray[Any]:
+    """`old` (of which `n` are used) with room for `need`, doubling (to `need` exactly
+    with `exact`)."""
     if need <= len(old):
         return old
-    grown = np.empty(max(need, len(old) * 2, 1024), old.dtype)
+    grown = np.empty(need if exact else max(need, len(old) * 2, 1024), old.dtype)
     grown[:n] = old[:n]
     return grown
 
@@ -74,15 +75,22 @@ class TsColumn:
             self._base = np.concatenate((self._base, values[starts - a]))
         off = values - self._base[np.arange(a, b) >> bits]
         if len(off) and (off.min() < 0 or off.max() > _U32):
-            wide = np.empty(b, np.int64)
+            wide = np.empty(max(b, len(self._off)), np.int64)  # keeps any room reserved
             wide[:a] = self.values(0, a)
-            wide[a:] = values
+            wide[a:b] = values
             self._wide, self._off, self._base = wide, self._off[:0], self._base[:0]
             self.n = b
             return
         self._off = _grown(self._off, a, b)
         self._off[a:b] = off
         self.n = b
+
+    def reserve(self, k: int) -> None:
+        """Room for `k` more values without regrowing."""
+        if self._wide is not None:
+            self._wide = _grown(self._wide, self.n, self.n + k, exact=True)
+        else:
+            self._off = _grown(self._off, self.n, self.n + k, exact=True)
 
     def at(self, i: int) -> int:
         if self._wide is not None:
@@ -218,9 +226,16 @@ class FrozenSlots:
             self._tag = self._tag.astype(wide)
         return c
 
-    def _reserve(self, k: int) -> None:
+    def reserve(self, k: int) -> None:
+        """Room for `k` more slots in every column without regrowing (a restore that knows
+        how many slots it will add: growth by doubling copies each column about twice,
+        and may leave it up to twice as large as needed)."""
+        self._ts.reserve(k)
+        self._reserve(k, exact=True)
+
+    def _reserve(self, k: int, exact: bool = False) -> None:
         for name in ("_size", "_node", "_tag"):
-            setattr(self, name, _grown(getattr(self, name), self.n, self.n + k))
+            setattr(self, name, _grown(getattr(self, name), self.n, self.n + k, exact))
 
     def drop_prefix(self, k: int) -> None:
         """Forget the first `k` slots (the topic's index compaction)."""

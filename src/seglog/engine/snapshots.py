@@ -195,6 +195,8 @@ def restore_topic(
     at = 0
     if refs and read_sealed is None:
         raise ValueError(f"snapshot of {t.name!r} references sealed segments: no reader")
+    if refs and not records:  # every slot up to the last reference goes to `frozen`
+        t.frozen.reserve(max(min(refs[-1].last, head) - t.origin + 1, 0))
     for ref, rows in zip(refs, _read_all(read_sealed, t.topic_id, refs), strict=True):
         k = bisect.bisect_left(records, ref.first, at, key=_record_seq)
         _restore_records(t, records[at:k], head, held)
