@@ -6,6 +6,8 @@ per attempt)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import select
 import socket
 import struct
 import threading
@@ -202,9 +204,16 @@ async def test_a_long_poll_gets_its_wait_added_to_the_timeout(scripted: Start) -
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (_h1_aio.MAX_HEAD + 10),
+        b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nab\r\n0\r\n\r\n",
     ],
-    ids=["status-line", "content-length", "header-line", "chunk-size", "head-too-large"],
-)
+    ids=[
+        "status-line", "content-length", "header-line", "chunk-size", "head-too-large",
+        "four-digit-status", "conflicting-lengths", "chunk-size-0x", "negative-chunk-size",
+    ],
+)  # fmt: skip
 async def test_a_malformed_answer_is_a_protocol_failure(scripted: Start, answer: bytes) -> None:
     url, _seen = scripted(lambda n, line: answer)
     async with AsyncClient(url, retries=0, timeout=5) as c:
@@ -241,6 +250,90 @@ async def test_an_answer_delimited_by_the_close_is_read_whole() -> None:
     async with AsyncClient(url, retries=0, timeout=5) as c:
         assert (await c.health()).status == "ok"
         assert c._h1 is not None and c._h1._idle == []
+
+
+async def test_a_close_right_after_the_answer_is_seen_before_the_next_request() -> None:
+    # The server answers keep-alive and closes at once; the caller sends its next request
+    # before the loop has read that close. The socket itself says so: a fresh connection.
+    requests: list[bytes] = []
+
+    def serve(srv: socket.socket) -> None:
+        for body in (HEALTH, APPENDED):
+            s, _ = srv.accept()
+            with s:
+                requests.append(s.recv(65536))
+                s.sendall(response(body))
+
+    url, _t = raw_server(serve)
+    async with AsyncClient(url, retries=0, timeout=5) as c:
+        await c.health()
+        assert c._h1 is not None
+        sock = c._h1._idle[0][0].transport.get_extra_info("socket")  # type: ignore[union-attr]
+        select.select([sock], [], [], 5)  # the close has arrived; the loop has not run since
+        assert (await c.append("t", [{"data": 1}])).last_seq == 1  # no key: not retried
+    assert len(requests) == 2
+
+
+async def test_a_body_delimited_by_the_close_and_cut_by_a_reset_is_an_error() -> None:
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        s.recv(65536)
+        s.sendall(b"HTTP/1.1 200 OK\r\n\r\n" + HEALTH[:5])
+        time.sleep(0.05)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.close()  # RST
+
+    url, _t = raw_server(serve)
+    async with AsyncClient(url, retries=0, timeout=5) as c:
+        with pytest.raises(SeglogConnectionError, match="ReadError"):
+            await c.health()
+
+
+async def test_the_read_timeout_bounds_each_wait_not_the_whole_answer() -> None:
+    answer = response(HEALTH)
+    parts = [answer[k : k + 8] for k in range(0, len(answer), 8)]
+
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        with s:
+            s.recv(65536)
+            for part in parts:  # the whole answer takes ~3x the timeout, each part 1/5 of it
+                s.sendall(part)
+                time.sleep(0.1)
+
+    assert len(parts) >= 15
+    url, _t = raw_server(serve)
+    async with AsyncClient(url, retries=0, timeout=0.5) as c:
+        assert (await c.health()).status == "ok"
+
+
+def test_a_request_that_ends_on_a_loop_the_pool_left_does_not_pool_its_socket(
+    scripted: Start,
+) -> None:
+    first, release = threading.Event(), threading.Event()
+
+    def script(n: int, line: str) -> list[bytes | Callable[[], object]]:
+        if n == 0:
+            first.set()
+            return [lambda: release.wait(5), response(HEALTH)]
+        return [response(HEALTH)]
+
+    url, seen = scripted(script)
+    with contextlib.ExitStack() as stack:
+        c = AsyncClient(url, retries=0, timeout=5)
+        loop1, loop2 = asyncio.new_event_loop(), asyncio.new_event_loop()
+        stack.callback(loop1.close)
+        stack.callback(loop2.close)
+        slow = loop1.create_task(c.health())
+        loop1.run_until_complete(asyncio.to_thread(first.wait, 5))  # in flight on loop 1
+        assert loop2.run_until_complete(c.health()).status == "ok"  # the pool moves to loop 2
+        release.set()
+        assert loop1.run_until_complete(slow).status == "ok"
+        assert c._h1 is not None and all(k.loop is loop2 for k, _ in c._h1._idle)
+        assert loop2.run_until_complete(c.health()).status == "ok"
+        loop2.run_until_complete(c.close())
+        loop1.run_until_complete(asyncio.sleep(0))
+    assert len(seen.requests) == 3
 
 
 async def test_a_closed_client_refuses_requests(scripted: Start) -> None:

@@ -107,7 +107,7 @@ def test_an_idle_connection_that_became_readable_is_not_reused(scripted: Start) 
         assert stray_sent.wait(5)
         assert c._h1 is not None
         idle = c._h1._idle[0][0].sock
-        assert idle is not None and _h1._readable(idle)
+        assert idle is not None and _h1.readable(idle)
         c.health()
     assert len(seen.requests) == 2 and seen.connections == 2
 
@@ -153,8 +153,16 @@ def test_a_slow_answer_is_a_timeout_and_is_not_retried(scripted: Start) -> None:
     assert len(seen.requests) == 1
 
 
-def test_a_malformed_answer_is_a_protocol_failure(scripted: Start) -> None:
-    url, _seen = scripted(lambda n, line: b"SPDY/9 nonsense\r\n\r\n")
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SPDY/9 nonsense\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nab\r\n0\r\n\r\n",
+    ],
+    ids=["status-line", "negative-chunk-size"],
+)
+def test_a_malformed_answer_is_a_protocol_failure(scripted: Start, answer: bytes) -> None:
+    url, _seen = scripted(lambda n, line: answer)
     with Client(url, retries=0) as c, pytest.raises(SeglogConnectionError) as e:
         c.health()
     assert "RemoteProtocolError" in str(e.value)

@@ -151,7 +151,7 @@ class H1Pool:
                     break
                 self._busy.add(conn)
             sock = conn.sock
-            if sock is not None and now - since < IDLE_EXPIRY_S and not _readable(sock):
+            if sock is not None and now - since < IDLE_EXPIRY_S and not readable(sock):
                 sock.settimeout(timeout)
                 return conn
             # expired, or closed by the server while idle (or it spoke out of turn)
@@ -222,15 +222,16 @@ def _exchange(
         return r, r.read(), write_error is None
     except TimeoutError as e:
         raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
-    except (http.client.HTTPException, OSError) as e:
+    except (http.client.HTTPException, OSError, ValueError) as e:
         if write_error is not None:
             raise httpx.WriteError(f"{type(write_error).__name__}: {write_error}") from e
-        if isinstance(e, http.client.HTTPException):
+        if not isinstance(e, OSError):  # `ValueError`: a malformed chunk size
             raise httpx.RemoteProtocolError(f"{type(e).__name__}: {e}") from e
         raise httpx.ReadError(f"{type(e).__name__}: {e}") from e
 
 
-def _readable(sock: socket.socket) -> bool:
+def readable(sock: socket.socket) -> bool:
+    """Whether `sock` has bytes or a close waiting to be read (or is unusable)."""
     try:
         ready, _, _ = select.select([sock], [], [], 0)
     except (OSError, ValueError):  # already closed

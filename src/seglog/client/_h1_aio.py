@@ -18,6 +18,9 @@ returned.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import re
+import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import cast
@@ -25,12 +28,15 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from seglog.client import _h1
 from seglog.client._h1 import IDLE_EXPIRY_S, MAX_IDLE
 
 # The largest response head accepted (status line and headers), as h11's default.
 MAX_HEAD = 64 * 1024
 _NO_BODY_STATUS = (204, 304)
 _FORBIDDEN = frozenset("\r\n\0")
+_STATUS_LINE = re.compile(rb"(HTTP/1\.[01]) ([0-9]{3})(?: .*)?", re.DOTALL)
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
 class _Connection(asyncio.Protocol):
@@ -82,17 +88,25 @@ class _Connection(asyncio.Protocol):
 
     @property
     def idle_ok(self) -> bool:
-        """Nothing arrived and nothing ended since the last answer."""
+        """Nothing arrived and nothing ended since the last answer: neither what the loop
+        has delivered nor the socket itself (a close that came right after the answer may
+        not have been read by the loop yet when the next request is sent)."""
         t = self.transport
-        return not (self.buf or self.eof or self.lost or t is None or t.is_closing())
+        if self.buf or self.eof or self.lost or t is None or t.is_closing():
+            return False
+        sock = t.get_extra_info("socket")
+        return sock is not None and not _h1.readable(sock)
 
-    async def wait_data(self) -> None:
-        """Until more bytes arrive or the peer ends (raises if it already has)."""
+    async def wait_data(self, timeout: float) -> None:
+        """Until more bytes arrive or the peer ends (raises `_Ended` if it already has),
+        at most `timeout` seconds (`TimeoutError`): like httpx's, the read timeout bounds
+        each wait for bytes, not the whole answer."""
         if self.eof or self.lost:
             raise _Ended
         self._waiter = self.loop.create_future()
         try:
-            await self._waiter
+            async with asyncio.timeout(timeout):
+                await self._waiter
         finally:
             self._waiter = None
 
@@ -103,9 +117,17 @@ class _Connection(asyncio.Protocol):
             raise ConnectionResetError("connection lost while sending the request")
 
     def close(self) -> None:
-        """Abort the socket, from any loop (a closed loop's sockets are already unusable)."""
+        """Abort the socket, from any loop (one whose loop is closed is shut down: its
+        transport can no longer close it)."""
         t = self.transport
-        if t is None or self.loop.is_closed():
+        if t is None:
+            return
+        if self.loop.is_closed():
+            sock = t.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+            self.transport = None
             return
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -216,7 +238,8 @@ class AsyncH1Pool:
     def _give_back(self, conn: _Connection, reusable: bool) -> None:
         now = self._clock()
         self._busy.discard(conn)
-        if reusable and not self._closed:
+        # a request that ends on a loop the pool has since left: its socket stays there
+        if reusable and not self._closed and conn.loop is self._loop:
             self._idle.append((conn, now))
         else:
             conn.close()
@@ -265,8 +288,7 @@ async def _exchange(
     except OSError as e:
         write_error = e  # an early answer (a `413` before the body was read) may be waiting
     try:
-        async with asyncio.timeout(timeout):
-            return await _read_answer(conn, method, whole=write_error is None)
+        return await _read_answer(conn, method, timeout, whole=write_error is None)
     except TimeoutError as e:
         raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
     except (_Ended, OSError, httpx.RemoteProtocolError) as e:
@@ -282,14 +304,14 @@ async def _exchange(
 
 
 async def _read_answer(
-    conn: _Connection, method: str, *, whole: bool
+    conn: _Connection, method: str, timeout: float, *, whole: bool
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
     while True:  # interim (1xx) answers are skipped, as h11 does
         end = conn.buf.find(b"\r\n\r\n")
         while end < 0:
             if len(conn.buf) > MAX_HEAD:
                 raise httpx.RemoteProtocolError("response head too large")
-            await conn.wait_data()
+            await conn.wait_data(timeout)
             end = conn.buf.find(b"\r\n\r\n")
         head = bytes(conn.buf[:end])
         del conn.buf[: end + 4]
@@ -298,21 +320,26 @@ async def _read_answer(
             break
     fields: dict[bytes, bytes] = {}
     for k, v in raw:
-        fields[k.lower()] = v
+        name = k.lower()
+        if name == b"content-length" and fields.get(name, v) != v:
+            raise httpx.RemoteProtocolError("conflicting Content-Length headers")
+        fields[name] = v
     close = b"close" in fields.get(b"connection", b"").lower() or not version_11
     if method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
         content = b""
     elif b"chunked" in fields.get(b"transfer-encoding", b"").lower():
-        content = await _read_chunked(conn)
+        content = await _read_chunked(conn, timeout)
     elif b"content-length" in fields:
         length = _content_length(fields[b"content-length"])
         while len(conn.buf) < length:
-            await conn.wait_data()
+            await conn.wait_data(timeout)
         content = bytes(conn.buf[:length])
         del conn.buf[:length]
-    else:  # delimited by the close
+    else:  # delimited by the close: a reset is not an end
         while not (conn.eof or conn.lost):
-            await conn.wait_data()
+            await conn.wait_data(timeout)
+        if conn.error is not None:
+            raise conn.error
         content, close = bytes(conn.buf), True
         conn.buf.clear()
     return status, raw, content, whole and not close and not conn.buf
@@ -320,10 +347,10 @@ async def _read_answer(
 
 def _parse_head(head: bytes) -> tuple[int, bool, list[tuple[bytes, bytes]]]:
     lines = head.split(b"\r\n")
-    version, _, rest = lines[0].partition(b" ")
-    code = rest[:3]
-    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+    status = _STATUS_LINE.fullmatch(lines[0])
+    if status is None:
         raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
+    version, code = status.group(1), status.group(2)
     raw: list[tuple[bytes, bytes]] = []
     for line in lines[1:]:
         name, sep, value = line.partition(b":")
@@ -339,32 +366,31 @@ def _content_length(value: bytes) -> int:
     return int(value)
 
 
-async def _read_chunked(conn: _Connection) -> bytes:
+async def _read_chunked(conn: _Connection, timeout: float) -> bytes:
     parts: list[bytes] = []
     while True:
         end = conn.buf.find(b"\r\n")
         while end < 0:
             if len(conn.buf) > MAX_HEAD:
                 raise httpx.RemoteProtocolError("chunk size line too long")
-            await conn.wait_data()
+            await conn.wait_data(timeout)
             end = conn.buf.find(b"\r\n")
         size_text = bytes(conn.buf[:end]).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}") from None
+        if _CHUNK_SIZE.fullmatch(size_text) is None:
+            raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}")
+        size = int(size_text, 16)
         del conn.buf[: end + 2]
         if size == 0:  # the last chunk, then trailers up to an empty line
             while True:
                 end = conn.buf.find(b"\r\n")
                 while end < 0:
-                    await conn.wait_data()
+                    await conn.wait_data(timeout)
                     end = conn.buf.find(b"\r\n")
                 del conn.buf[: end + 2]
                 if end == 0:
                     return b"".join(parts)
         while len(conn.buf) < size + 2:
-            await conn.wait_data()
+            await conn.wait_data(timeout)
         if conn.buf[size : size + 2] != b"\r\n":
             raise httpx.RemoteProtocolError("chunk not followed by CRLF")
         parts.append(bytes(conn.buf[:size]))
