@@ -83,7 +83,7 @@ async def test_unexpected_exception_in_a_handler_is_logged(
     def boom(name: str, touch: bool = True) -> None:
         raise ZeroDivisionError("forced for the test")
 
-    monkeypatch.setattr(engine, "get_topic", boom)
+    monkeypatch.setattr(engine, "prepare_read", boom)  # the state route's first engine call
     caplog.set_level(logging.ERROR, logger="seglog")
     err = internal_error(await client.get("/v0/topics/t1?token=secret-in-query"))
     assert "ZeroDivisionError" in err["message"]

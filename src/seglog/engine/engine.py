@@ -507,6 +507,13 @@ class Engine:
         t = self._topic(name)
         self.forwarder.drain_into(name)
         self._retained(t)
+        return self.topic_info(name, touch)
+
+    def topic_info(self, name: str, touch: bool = True) -> TopicInfo:
+        """`get_topic` without its router drain and retention pass, never waiting: for an
+        async caller that ran those itself first (`drain_routers_into` off the loop, the
+        op of `prepare_read` awaited), as a read does."""
+        t = self._topic(name)
         now = self.clock.now_ms()
         with t.lock:
             if touch:

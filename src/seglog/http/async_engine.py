@@ -1,10 +1,11 @@
 """`AsyncEngine`: the one place that decides where an engine call runs for the event loop.
 
 Rule: nothing on the loop waits for the disk. Calls that may wait for a durable WAL commit
-(control plane, deletes, retention passes of state reads) or page in cold-tier bytes run in
-a worker thread; a write to an existing topic is submitted inline and its commit awaited;
-a read first awaits any retention watermark that became due, then reads inline. Handlers
-await these methods and never touch engine state themselves.
+(control plane, deletes, the retention passes of a topic listing) or page in cold-tier
+bytes run in a worker thread; a write to an existing topic is submitted inline and its
+commit awaited; a read, and a topic's state, first await any retention watermark that
+became due, then read inline. Handlers await these methods and never touch engine state
+themselves.
 """
 
 from __future__ import annotations
@@ -89,9 +90,19 @@ class AsyncEngine:
     def read_version(self, name: str) -> tuple[int, int, int, int] | None:
         return self.engine.read_version(name)
 
-    # ---- control plane and state: threads (durable frames, retention waits) ------------
     async def get_topic(self, name: str, touch: bool) -> TopicInfo:
-        return await blocking(self.engine.get_topic, name, touch)
+        """A topic's state, as a read sees it: forwarding into it and a retention
+        watermark that became due are awaited first (off the loop only when there is
+        forwarding to do), then the state is taken inline."""
+        e = self.engine
+        if e.routers_pending_into(name):
+            await blocking(e.drain_routers_into, name)
+        evict = e.prepare_read(name)
+        if evict is not None:
+            await finish_op(e, evict)
+        return e.topic_info(name, touch)
+
+    # ---- control plane and listing: threads (durable frames, retention waits) ----------
 
     async def list_topics(
         self, prefix: str, after: str | None, limit: int, touch: bool
