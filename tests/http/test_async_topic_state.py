@@ -1,13 +1,16 @@
-"""`AsyncEngine.get_topic` takes a topic's state on the loop, as a read does: the retention
-that became due and forwarding into the topic come first, so the state is the one the
-blocking `Engine.get_topic` gives (and the loop never waits for the disk to give it)."""
+"""`AsyncEngine.get_topic` and `list_topics` take topic state on the loop, as a read does:
+the retention that became due and forwarding into the topic come first, so the state is
+the one the blocking `Engine.get_topic` / `list_topics` give (and the loop never waits for
+the disk to give it)."""
 
 from __future__ import annotations
 
 import pytest
 
 from seglog.clock import ManualClock
+from seglog.engine.aio import finish_op
 from seglog.engine.engine import Engine
+from seglog.engine.ops import PendingOp
 from seglog.http import async_engine
 from seglog.http.async_engine import AsyncEngine
 from seglog.model import Durability, RecordIn, TopicConfig
@@ -28,8 +31,10 @@ async def test_state_shows_records_expired_since_the_last_write(
     got = await db.get_topic("t", touch=False)
     assert (got.count, got.earliest_seq, got.head_seq) == (3, 1, 3)
     clock.advance(500)  # the first two expired; nothing has run a retention pass since
+    listed, more = await db.list_topics("", None, 10, touch=False)
     got = await db.get_topic("t", touch=False)
     assert (got.count, got.earliest_seq, got.head_seq) == (1, 3, 3)
+    assert listed == [got] and not more
     assert got == e.get_topic("t", touch=False)
 
 
@@ -40,8 +45,11 @@ async def test_state_includes_what_a_router_has_yet_to_forward(make_engine: Engi
     e.put_router(RouterSpec("r", "src", "dst"))
     e.write("src", [RecordIn.of(1), RecordIn.of(2)])
     assert e.routers_pending_into("dst")  # no router worker runs here
+    page, _more = await AsyncEngine(e).list_topics("d", None, 10, touch=False)
+    assert [(x.topic, x.head_seq) for x in page] == [("dst", 2)]
+    e.write("src", [RecordIn.of(3)])
     got = await AsyncEngine(e).get_topic("dst", touch=False)
-    assert (got.head_seq, got.count) == (2, 2)
+    assert (got.head_seq, got.count) == (3, 3)
 
 
 async def test_touching_state_marks_the_topic_read(
@@ -72,6 +80,51 @@ async def test_state_goes_to_a_worker_thread_only_for_forwarding(
     monkeypatch.setattr(async_engine, "blocking", blocking)
     db = AsyncEngine(e)
     await db.get_topic("a", touch=True)
+    await db.list_topics("a", None, 10, touch=True)
     assert ran == []
     await db.get_topic("c", touch=True)
     assert ran == [Engine.drain_routers_into.__name__]
+    e.write("b", [RecordIn.of(2)])
+    page, _more = await db.list_topics("", None, 10, touch=False)
+    assert ran[1:] == [Engine.list_topics.__name__]
+    assert [(x.topic, x.head_seq) for x in page] == [("a", 0), ("b", 2), ("c", 2)]
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5])
+async def test_pages_of_topics_match_the_blocking_listing(
+    make_engine: EngineFactory, clock: ManualClock, limit: int
+) -> None:
+    e = make_engine()
+    for name in ("a1", "a2", "a3", "b1", "b2"):
+        e.put_topic(name, TopicConfig(ttl_ms=100 if name.endswith("2") else 0))
+        e.write(name, [RecordIn.of(1)])
+    clock.advance(200)  # the ttl topics' records expired
+    db = AsyncEngine(e)
+    for prefix in ("", "a", "b", "a2", "c"):
+        after: str | None = None
+        while True:
+            got = await db.list_topics(prefix, after, limit, touch=False)
+            assert got == e.list_topics(prefix, after, limit, touch=False), (prefix, after)
+            if not got[1] or not got[0]:
+                break
+            after = got[0][-1].topic
+    assert [x.count for x in (await db.list_topics("", None, 9, touch=False))[0]] == [1, 0, 1, 1, 0]
+
+
+async def test_a_topic_dropped_while_its_page_waits_is_left_out(
+    make_engine: EngineFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = make_engine()
+    for name in ("a", "b", "c"):
+        e.put_topic(name, TopicConfig(ttl_ms=10, durability=Durability.DISK))
+        e.write(name, [RecordIn.of(1)])
+    clock.advance(20)
+
+    async def finish_then_drop(engine: Engine, op: PendingOp) -> None:
+        await finish_op(engine, op)
+        if engine.exists("b"):
+            engine.drop_topic("b", if_empty=False)
+
+    monkeypatch.setattr(async_engine, "finish_op", finish_then_drop)
+    page, more = await AsyncEngine(e).list_topics("", None, 10, touch=False)
+    assert [x.topic for x in page] == ["a", "c"] and not more

@@ -525,29 +525,48 @@ class Engine:
         self, prefix: str = "", after: str | None = None, limit: int = 100, touch: bool = False
     ) -> tuple[list[TopicInfo], bool]:
         """A page of topics sorted by name (byte order), strictly after `after`."""
+        page, more = self.topic_page(prefix, after, limit)
+        for name in page:
+            t = self.topics.get(name)
+            if t is None:
+                continue
+            self.forwarder.drain_into(name)
+            self._retained(t)
+        return self.topic_infos(page, touch), more
+
+    def topic_page(self, prefix: str, after: str | None, limit: int) -> tuple[list[str], bool]:
+        """The names of `list_topics`' page, and whether more follow; lock-free."""
         names = self.registry.sorted_names()
         lo = bisect_right(names, after) if after is not None else 0
         if prefix:
             lo = max(lo, bisect_left(names, prefix))
-        out: list[TopicInfo] = []
-        now = self.clock.now_ms()
+        out: list[str] = []
         i = lo
         while i < len(names) and len(out) < limit:
             name = names[i]
             i += 1
             if prefix and not name.startswith(prefix):
                 break
+            if name in self.topics:
+                out.append(name)
+        more = i < len(names) and (not prefix or names[i].startswith(prefix))
+        return out, more
+
+    def topic_infos(self, names: Sequence[str], touch: bool) -> list[TopicInfo]:
+        """`list_topics`' entries for `names` without router drains or retention passes,
+        never waiting (the caller ran those first, as `topic_info`'s do); a topic dropped
+        meanwhile is left out."""
+        now = self.clock.now_ms()
+        out: list[TopicInfo] = []
+        for name in names:
             t = self.topics.get(name)
             if t is None:
                 continue
-            self.forwarder.drain_into(name)
-            self._retained(t)
             with t.lock:
                 if touch:
                     t.last_consumed_ms = now
                 out.append(self._info(t, now))
-        more = i < len(names) and (not prefix or names[i].startswith(prefix))
-        return out, more
+        return out
 
     # ---- writes ---------------------------------------------------------------------
     def write(

@@ -1,10 +1,10 @@
 """`AsyncEngine`: the one place that decides where an engine call runs for the event loop.
 
 Rule: nothing on the loop waits for the disk. Calls that may wait for a durable WAL commit
-(control plane, deletes, the retention passes of a topic listing) or page in cold-tier
+(control plane, deletes, forwarding into a topic about to be read) or page in cold-tier
 bytes run in a worker thread; a write to an existing topic is submitted inline and its
-commit awaited; a read, and a topic's state, first await any retention watermark that
-became due, then read inline. Handlers await these methods and never touch engine state
+commit awaited; a read, a topic's state and a page of topics first await any retention
+watermark that became due, then read inline. Handlers await these methods and never touch engine state
 themselves.
 """
 
@@ -21,6 +21,7 @@ from seglog.engine.aio import finish_op, finish_write
 from seglog.engine.engine import Engine
 from seglog.engine.queues import ClaimResult, Job, SettleResult
 from seglog.engine.stats import EngineStats
+from seglog.errors import ErrorCode, SeglogError
 from seglog.http.claim_cohorts import ClaimCohorts
 from seglog.model import (
     MAX_DIFF_LIMIT,
@@ -107,7 +108,22 @@ class AsyncEngine:
     async def list_topics(
         self, prefix: str, after: str | None, limit: int, touch: bool
     ) -> tuple[list[TopicInfo], bool]:
-        return await blocking(self.engine.list_topics, prefix, after, limit, touch)
+        """A page of topics, each as `get_topic` gives it; in a worker thread only when
+        there is forwarding into one of them to do."""
+        e = self.engine
+        page, more = e.topic_page(prefix, after, limit)
+        if any(e.routers_pending_into(name) for name in page):
+            return await blocking(e.list_topics, prefix, after, limit, touch)
+        for name in page:
+            try:
+                evict = e.prepare_read(name)
+            except SeglogError as err:
+                if err.code is not ErrorCode.TOPIC_NOT_FOUND:
+                    raise
+                continue  # dropped since the page was taken: `topic_infos` leaves it out
+            if evict is not None:
+                await finish_op(e, evict)
+        return e.topic_infos(page, touch), more
 
     async def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
         return await blocking(self.engine.put_topic, name, config)
