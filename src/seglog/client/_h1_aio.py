@@ -3,8 +3,9 @@ when nothing needs httpx's (the same conditions as the sync client's `_h1`).
 
 Why: `httpx.AsyncClient` spends ~0.8–1 ms of CPU per request here, against ~0.1 ms for
 one asyncio protocol per connection that formats the request and parses the answer from
-its own buffer (BENCHMARKS.md, "Issue 12, eighth session"). Above the wire nothing changes: a response comes back as an `httpx.Response`, a failure
-as the `httpx` transport error the retry policy knows, and nothing is resent here.
+its own buffer (BENCHMARKS.md, "Issue 12, eighth session"). Above the wire nothing
+changes: a response comes back as an `httpx.Response`, a failure as the `httpx` transport
+error the retry policy knows, and nothing is resent here.
 
 Connections belong to the event loop that opened them: a pool used from another loop
 drops the idle ones it kept, and never pools one whose request ends on a loop it has left.
