@@ -10,10 +10,10 @@ error the retry policy knows, and nothing is resent here.
 Connections belong to the event loop that opened them: a pool used from another loop
 drops the idle ones it kept, and never pools one whose request ends on a loop it has left.
 A connection that received anything while idle (the server's close, or bytes nobody asked
-for; the socket is asked too, not only what the loop delivered) is never reused, nor is one whose request
-failed, timed out or was cancelled. An answer that arrives although the request's body
-could not all be written (a server refusing an oversized body early) is the answer
-returned.
+for; the socket is asked too, not only what the loop delivered) is never reused, nor is
+one whose request failed, timed out or was cancelled. An answer that arrives although the
+request's body could not all be written (a server refusing an oversized body early) is
+the answer returned.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ Rule: nothing on the loop waits for the disk. Calls that may wait for a durable 
 (control plane, deletes, forwarding into a topic about to be read) or page in cold-tier
 bytes run in a worker thread; a write to an existing topic is submitted inline and its
 commit awaited; a read, a topic's state and a page of topics first await any retention
-watermark that became due, then read inline. Handlers await these methods and never touch engine state
-themselves.
+watermark that became due, then read inline. Handlers await these methods and never touch
+engine state themselves.
 """
 
 from __future__ import annotations
