@@ -52,8 +52,12 @@ def main() -> None:
         arrow_big = best(lambda: c.read_arrow("col").num_rows, n)
     print(f"{n:,} records of ~100 B, one client process, best of 3:")
     print(f"  read() JSON, pages of 1,000:        {json_rate:>12,.0f} rec/s  (1.00x)")
-    print(f"  read_arrow(), pages of 1,000:       {arrow_1k:>12,.0f} rec/s  ({arrow_1k / json_rate:.2f}x)")
-    print(f"  read_arrow(), default pages (65,536): {arrow_big:>11,.0f} rec/s  ({arrow_big / json_rate:.2f}x)")
+    print(
+        f"  read_arrow(), pages of 1,000:       {arrow_1k:>12,.0f} rec/s  ({arrow_1k / json_rate:.2f}x)"
+    )
+    print(
+        f"  read_arrow(), default pages (65,536): {arrow_big:>11,.0f} rec/s  ({arrow_big / json_rate:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

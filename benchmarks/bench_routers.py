@@ -113,7 +113,7 @@ async def watch(
         async for line in resp.content:
             if line.startswith(b"event: caught-up"):
                 ready.set()
-            if not line.startswith(b"data: {\"topic\""):
+            if not line.startswith(b'data: {"topic"'):
                 continue
             now = time.time_ns()
             frame = orjson.loads(line[6:])
