@@ -13,11 +13,13 @@ import struct
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import httpx
 import orjson
 import pytest
+import uvloop
 
 from seglog.client import (
     AsyncClient,
@@ -517,10 +519,18 @@ async def test_a_request_header_replaces_the_default_of_the_same_name(scripted: 
     assert seen.requests[0][1]["accept"] == "text/plain"
 
 
-def test_a_client_used_from_a_second_event_loop_opens_new_connections(scripted: Start) -> None:
+@pytest.mark.parametrize("run", [asyncio.run, uvloop.run], ids=["asyncio", "uvloop"])
+def test_a_client_used_from_a_second_event_loop_opens_new_connections(
+    scripted: Start, run: Callable[[Coroutine[Any, Any, Any]], Any]
+) -> None:
     url, seen = scripted(lambda n, line: response(HEALTH))
     c = AsyncClient(url)
-    assert asyncio.run(c.health()).status == "ok"
-    assert asyncio.run(c.health()).status == "ok"  # the first loop's socket is not used
-    asyncio.run(c.close())
+
+    async def twice() -> str:
+        await c.health()  # the second request reuses (and asks the socket of) the first's
+        return (await c.health()).status
+
+    assert run(twice()) == "ok"
+    assert run(twice()) == "ok"  # the first loop's socket is not used
+    run(c.close())
     assert seen.connections == 2

@@ -224,6 +224,16 @@ def test_reserving_room_sizes_every_column_once_and_changes_no_value(wide: bool)
         assert getattr(sized, attr)(0, 3000) == getattr(plain, attr)(0, 3000), attr
 
 
+def test_a_column_that_turns_wide_lets_go_of_its_narrow_buffer() -> None:
+    col = TsColumn(2)
+    col.reserve(1_000)
+    col.extend(np.array([0, 1 << 40], np.int64))  # one block spans 2**40: plain values
+    assert col.wide
+    # all that is held: the wide values in the room reserved, and no narrow buffer
+    assert col.nbytes == 1_000 * 8
+    assert col._off.base is None and col._off.nbytes == 0
+
+
 TS_RUNS = st.lists(
     st.tuples(st.sampled_from([0, 1, 7, 1 << 31, 1 << 32, 1 << 40]), st.integers(1, 9)),
     max_size=12,

@@ -5,6 +5,8 @@ the disk to give it)."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from seglog.clock import ManualClock
@@ -109,6 +111,52 @@ async def test_pages_of_topics_match_the_blocking_listing(
                 break
             after = got[0][-1].topic
     assert [x.count for x in (await db.list_topics("", None, 9, touch=False))[0]] == [1, 0, 1, 1, 0]
+
+
+async def test_a_page_whose_topics_were_all_dropped_gives_way_to_the_next(
+    make_engine: EngineFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    e = make_engine()
+    for name in ("a", "b", "c"):
+        e.put_topic(name, TopicConfig(ttl_ms=10 if name == "a" else 0, durability=Durability.DISK))
+        e.write(name, [RecordIn.of(1)])
+    clock.advance(20)
+
+    async def finish_then_drop(engine: Engine, op: PendingOp) -> None:
+        await finish_op(engine, op)
+        if engine.exists("a"):
+            engine.drop_topic("a", if_empty=False)
+
+    monkeypatch.setattr(async_engine, "finish_op", finish_then_drop)
+    page, more = await AsyncEngine(e).list_topics("", None, 1, touch=False)
+    assert [x.topic for x in page] == ["b"] and more  # not an empty page, "more to come"
+
+
+async def test_listing_never_waits_for_the_registry_lock(make_engine: EngineFactory) -> None:
+    """A control-plane change holds the registry lock across its fsync: a listing on the
+    loop must not wait for it (here the lock is held by another thread throughout)."""
+    e = make_engine()
+    e.put_topic("a", TopicConfig())
+    e.drop_topic("a", if_empty=False)  # the cached sorted names are stale now
+    e.put_topic("b", TopicConfig())
+    held, release, letting_go = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with e.registry.lock:
+            held.set()
+            release.wait(3)
+            letting_go.set()  # still inside: a listing that waited for the lock sees this
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert held.wait(5)
+        page, _more = await AsyncEngine(e).list_topics("", None, 10, touch=False)
+        assert not letting_go.is_set()
+        assert [x.topic for x in page] == ["b"]
+    finally:
+        release.set()
+        holder.join()
 
 
 async def test_a_topic_dropped_while_its_page_waits_is_left_out(

@@ -52,13 +52,18 @@ def test_a_large_body_commits_in_chunks_streamed(client: httpx.Client, topic: st
     n = CHUNK_RECORDS * 2 + 7
 
     def body() -> Iterator[bytes]:  # sent chunked, without a Content-Length
-        for start in range(0, n, 1000):
-            yield lines([{"data": i} for i in range(start, min(n, start + 1000))])
+        yield lines([{"data": i} for i in range(n)])
 
     got = ok(client.post(f"/v0/topics/{topic}", content=body(), headers=NDJSON), 201)
     assert got["count"] == n
-    assert [c["count"] for c in got["chunks"]] == [CHUNK_RECORDS, CHUNK_RECORDS, 7]
-    assert got["chunks"][1]["first_seq"] == CHUNK_RECORDS + 1
+    # Chunks fill up to CHUNK_RECORDS; lines that wait LINGER_S for more (a loaded machine
+    # can stall the sender that long) are committed early, so the split is not exact.
+    counts = [c["count"] for c in got["chunks"]]
+    assert sum(counts) == n and max(counts) == CHUNK_RECORDS and 3 <= len(counts) <= 6
+    seq = 1
+    for c in got["chunks"]:  # contiguous, in order
+        assert (c["first_seq"], c["last_seq"]) == (seq, seq + c["count"] - 1)
+        seq += c["count"]
     assert state(client, topic)["head_seq"] == n
 
 

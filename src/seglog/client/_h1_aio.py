@@ -124,10 +124,13 @@ class _Connection(asyncio.Protocol):
         if t is None:
             return
         if self.loop.is_closed():
-            sock = t.get_extra_info("socket")
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
+            # uvloop closed its transports with the loop; asyncio's must be shut down
+            # here (uvloop's socket object refuses `shutdown` with a TypeError)
+            if not t.is_closing():
+                sock = t.get_extra_info("socket")
+                if sock is not None:
+                    with contextlib.suppress(OSError, TypeError):
+                        sock.shutdown(socket.SHUT_RDWR)
             self.transport = None
             return
         try:
@@ -385,6 +388,8 @@ async def _read_chunked(conn: _Connection, timeout: float) -> bytes:
             while True:
                 end = conn.buf.find(b"\r\n")
                 while end < 0:
+                    if len(conn.buf) > MAX_HEAD:
+                        raise httpx.RemoteProtocolError("chunked trailer too long")
                     await conn.wait_data(timeout)
                     end = conn.buf.find(b"\r\n")
                 del conn.buf[: end + 2]

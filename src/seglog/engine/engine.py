@@ -525,17 +525,22 @@ class Engine:
         self, prefix: str = "", after: str | None = None, limit: int = 100, touch: bool = False
     ) -> tuple[list[TopicInfo], bool]:
         """A page of topics sorted by name (byte order), strictly after `after`."""
-        page, more = self.topic_page(prefix, after, limit)
-        for name in page:
-            t = self.topics.get(name)
-            if t is None:
-                continue
-            self.forwarder.drain_into(name)
-            self._retained(t)
-        return self.topic_infos(page, touch), more
+        while True:
+            page, more = self.topic_page(prefix, after, limit)
+            for name in page:
+                t = self.topics.get(name)
+                if t is None:
+                    continue
+                self.forwarder.drain_into(name)
+                self._retained(t)
+            infos = self.topic_infos(page, touch)
+            if infos or not more:  # every topic of the page dropped meanwhile: the next
+                return infos, more
+            after = page[-1]
 
     def topic_page(self, prefix: str, after: str | None, limit: int) -> tuple[list[str], bool]:
-        """The names of `list_topics`' page, and whether more follow; lock-free."""
+        """The names of `list_topics`' page, and whether more follow (never an empty page
+        with more to come); takes no lock."""
         names = self.registry.sorted_names()
         lo = bisect_right(names, after) if after is not None else 0
         if prefix:

@@ -78,7 +78,9 @@ class TsColumn:
             wide = np.empty(max(b, len(self._off)), np.int64)  # keeps any room reserved
             wide[:a] = self.values(0, a)
             wide[a:b] = values
-            self._wide, self._off, self._base = wide, self._off[:0], self._base[:0]
+            # fresh empty arrays: views of the old ones would keep their buffers alive
+            self._wide = wide
+            self._off, self._base = np.empty(0, np.uint32), np.empty(0, np.int64)
             self.n = b
             return
         self._off = _grown(self._off, a, b)

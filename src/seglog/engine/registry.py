@@ -21,7 +21,9 @@ class Registry:
         self.lock = threading.RLock()
         self._by_name: dict[str, TopicState] = {}
         self._by_id: dict[int, TopicState] = {}
-        self._sorted: list[str] | None = None
+        # (membership version when the copy was taken, the names sorted)
+        self._sorted: tuple[int, list[str]] | None = None
+        self._version = 0  # bumped by every add and remove, under `lock`
         self.next_topic_id = 1
 
     @property
@@ -43,10 +45,16 @@ class Registry:
         return sorted(self._by_id.values(), key=lambda t: t.topic_id)
 
     def sorted_names(self) -> list[str]:
-        names = self._sorted
-        if names is None:
-            with self.lock:
-                names = self._sorted = sorted(self._by_name)  # ASCII: str order == byte order
+        """Every name in byte order (ASCII: str order), without taking `lock`: a control-
+        plane change holds it across an fsync, and the event loop lists topics. A cached
+        list is used only while no add or remove happened since before its copy was
+        taken; `list(dict)` of str keys is one step under the GIL."""
+        version = self._version
+        cached = self._sorted
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        names = sorted(list(self._by_name))
+        self._sorted = (version, names)
         return names
 
     def allocate_id(self) -> int:
@@ -62,10 +70,10 @@ class Registry:
     def add(self, t: TopicState) -> None:
         self._by_name[t.name] = t
         self._by_id[t.topic_id] = t
-        self._sorted = None
+        self._version += 1
 
     def remove(self, t: TopicState) -> None:
         self._by_name.pop(t.name, None)
         self._by_id.pop(t.topic_id, None)
-        self._sorted = None
+        self._version += 1
         t.deleted = True

@@ -111,19 +111,23 @@ class AsyncEngine:
         """A page of topics, each as `get_topic` gives it; in a worker thread only when
         there is forwarding into one of them to do."""
         e = self.engine
-        page, more = e.topic_page(prefix, after, limit)
-        if any(e.routers_pending_into(name) for name in page):
-            return await blocking(e.list_topics, prefix, after, limit, touch)
-        for name in page:
-            try:
-                evict = e.prepare_read(name)
-            except SeglogError as err:
-                if err.code is not ErrorCode.TOPIC_NOT_FOUND:
-                    raise
-                continue  # dropped since the page was taken: `topic_infos` leaves it out
-            if evict is not None:
-                await finish_op(e, evict)
-        return e.topic_infos(page, touch), more
+        while True:
+            page, more = e.topic_page(prefix, after, limit)
+            if any(e.routers_pending_into(name) for name in page):
+                return await blocking(e.list_topics, prefix, after, limit, touch)
+            for name in page:
+                try:
+                    evict = e.prepare_read(name)
+                except SeglogError as err:
+                    if err.code is not ErrorCode.TOPIC_NOT_FOUND:
+                        raise
+                    continue  # dropped since the page was taken: `topic_infos` leaves it out
+                if evict is not None:
+                    await finish_op(e, evict)
+            infos = e.topic_infos(page, touch)
+            if infos or not more:  # every topic of the page dropped meanwhile: the next
+                return infos, more
+            after = page[-1]
 
     async def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
         return await blocking(self.engine.put_topic, name, config)
