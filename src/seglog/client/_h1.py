@@ -27,6 +27,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -60,6 +61,40 @@ def usable(url: str, *, http2: bool, has_transport: bool) -> bool:
         and not parts.fragment
         and not env_proxied()
     )
+
+
+def request_target(prefix: str, path: str, params: Mapping[str, str | int] | None) -> str:
+    """`path` (starting with `/`, already percent-encoded) under the URL's own path, as
+    httpx's `base_url` joins them, with `params` as httpx encodes them."""
+    target = prefix + path
+    if params:
+        target += "?" + str(httpx.QueryParams(params))
+    return target
+
+
+def request_headers(
+    defaults: Mapping[str, str], headers: Mapping[str, str] | None
+) -> Mapping[str, str]:
+    """`defaults` (lower-case names) with a request's own headers replacing those of the
+    same name, whatever their case."""
+    if not headers:
+        return defaults
+    return {**defaults, **{k.lower(): v for k, v in headers.items()}}
+
+
+Conn = TypeVar("Conn")
+
+
+def trim_idle(
+    idle: list[tuple[Conn, float]], now: float
+) -> tuple[list[tuple[Conn, float]], list[Conn]]:
+    """An idle list (oldest first) without the expired connections, then without the oldest
+    beyond MAX_IDLE: (what stays, what to close)."""
+    fresh = [(c, t) for c, t in idle if now - t < IDLE_EXPIRY_S]
+    stale = [c for c, t in idle if now - t >= IDLE_EXPIRY_S]
+    cut = max(0, len(fresh) - MAX_IDLE)
+    stale += [c for c, _t in fresh[:cut]]
+    return fresh[cut:], stale
 
 
 class _Response(http.client.HTTPResponse):
@@ -107,12 +142,8 @@ class H1Pool:
         """One request and its whole response. `path` starts with `/` and is already
         percent-encoded; it is appended to the URL's own path, as httpx's `base_url` does.
         Failures raise the httpx transport error of their kind; nothing is resent here."""
-        target = self._prefix + path
-        if params:
-            target += "?" + str(httpx.QueryParams(params))
-        sent = self._headers
-        if headers:  # a request's own headers replace the defaults of the same name
-            sent = {**sent, **{k.lower(): v for k, v in headers.items()}}
+        target = request_target(self._prefix, path, params)
+        sent = request_headers(self._headers, headers)
         conn = self._take(timeout)
         reusable = False
         try:
@@ -183,12 +214,7 @@ class H1Pool:
             keep = reusable and not self._closed
             if keep:
                 self._idle.append((conn, now))
-            # drop the expired, then the oldest beyond the cap (the list is oldest first)
-            fresh = [(c, t) for c, t in self._idle if now - t < IDLE_EXPIRY_S]
-            stale = [c for c, t in self._idle if now - t >= IDLE_EXPIRY_S]
-            cut = max(0, len(fresh) - MAX_IDLE)
-            stale += [c for c, _t in fresh[:cut]]
-            self._idle = fresh[cut:]
+            self._idle, stale = trim_idle(self._idle, now)
         if not keep:
             conn.close()
         for c in stale:

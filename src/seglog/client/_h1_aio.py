@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from seglog.client import _h1
-from seglog.client._h1 import IDLE_EXPIRY_S, MAX_IDLE
+from seglog.client._h1 import IDLE_EXPIRY_S
 
 # The largest response head accepted (status line and headers), as h11's default.
 MAX_HEAD = 64 * 1024
@@ -179,12 +179,8 @@ class AsyncH1Pool:
         timeout: float,
     ) -> httpx.Response:
         """One request and its whole response (see `_h1.H1Pool.send`)."""
-        target = self._prefix + path
-        if params:
-            target += "?" + str(httpx.QueryParams(params))
-        sent = self._headers
-        if headers:
-            sent = {**sent, **{k.lower(): v for k, v in headers.items()}}
+        target = _h1.request_target(self._prefix, path, params)
+        sent = _h1.request_headers(self._headers, headers)
         head = _request_head(method, target, self._host_header, sent, body)
         conn = await self._take(timeout)
         reusable = False
@@ -247,11 +243,7 @@ class AsyncH1Pool:
             self._idle.append((conn, now))
         else:
             conn.close()
-        fresh = [(c, t) for c, t in self._idle if now - t < IDLE_EXPIRY_S]
-        stale = [c for c, t in self._idle if now - t >= IDLE_EXPIRY_S]
-        cut = max(0, len(fresh) - MAX_IDLE)
-        stale += [c for c, _t in fresh[:cut]]
-        self._idle = fresh[cut:]
+        self._idle, stale = _h1.trim_idle(self._idle, now)
         for c in stale:
             c.close()
 
@@ -373,31 +365,31 @@ def _content_length(value: bytes) -> int:
 async def _read_chunked(conn: _Connection, timeout: float) -> bytes:
     parts: list[bytes] = []
     while True:
-        end = conn.buf.find(b"\r\n")
-        while end < 0:
-            if len(conn.buf) > MAX_HEAD:
-                raise httpx.RemoteProtocolError("chunk size line too long")
-            await conn.wait_data(timeout)
-            end = conn.buf.find(b"\r\n")
-        size_text = bytes(conn.buf[:end]).split(b";", 1)[0].strip()
+        line = await _read_line(conn, timeout, "chunk size line")
+        size_text = line.split(b";", 1)[0].strip()
         if _CHUNK_SIZE.fullmatch(size_text) is None:
             raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}")
         size = int(size_text, 16)
-        del conn.buf[: end + 2]
         if size == 0:  # the last chunk, then trailers up to an empty line
-            while True:
-                end = conn.buf.find(b"\r\n")
-                while end < 0:
-                    if len(conn.buf) > MAX_HEAD:
-                        raise httpx.RemoteProtocolError("chunked trailer too long")
-                    await conn.wait_data(timeout)
-                    end = conn.buf.find(b"\r\n")
-                del conn.buf[: end + 2]
-                if end == 0:
-                    return b"".join(parts)
+            while await _read_line(conn, timeout, "chunked trailer"):
+                pass
+            return b"".join(parts)
         while len(conn.buf) < size + 2:
             await conn.wait_data(timeout)
         if conn.buf[size : size + 2] != b"\r\n":
             raise httpx.RemoteProtocolError("chunk not followed by CRLF")
         parts.append(bytes(conn.buf[:size]))
         del conn.buf[: size + 2]
+
+
+async def _read_line(conn: _Connection, timeout: float, what: str) -> bytes:
+    """The next CRLF-terminated line, taken from the buffer (at most MAX_HEAD bytes)."""
+    end = conn.buf.find(b"\r\n")
+    while end < 0:
+        if len(conn.buf) > MAX_HEAD:
+            raise httpx.RemoteProtocolError(f"{what} too long")
+        await conn.wait_data(timeout)
+        end = conn.buf.find(b"\r\n")
+    line = bytes(conn.buf[:end])
+    del conn.buf[: end + 2]
+    return line
