@@ -62,8 +62,9 @@ class AsyncClient(BaseClient):
 
     The twin of `Client`, method for method: the request methods are coroutines, and
     `read()`, `watch()` and `work()` return async iterators. It holds a pool of lean HTTP/1.1
-    connections for plain `http://` URLs and one `httpx.AsyncClient` for the rest, bound to
-    the event loop that first uses them; `await client.close()` it, or use
+    connections for plain `http://` URLs (each bound to the loop that opened it) and one
+    `httpx.AsyncClient` for the rest (bound to the loop that first uses it);
+    `await client.close()` it, or use
     `async with`. Arguments, retries and exceptions are those of `Client`: `SeglogHTTPError`
     (a subclass per wire code) for an error answer, `SeglogConnectionError` /
     `SeglogTimeoutError` when no answer came, `SeglogProtocolError` for a malformed answer,

@@ -534,9 +534,9 @@ class Engine:
                 self.forwarder.drain_into(name)
                 self._retained(t)
             infos = self.topic_infos(page, touch)
-            if infos or not more:  # every topic of the page dropped meanwhile: the next
+            if infos or not more:
                 return infos, more
-            after = page[-1]
+            after = page[-1]  # the page's topics were all dropped meanwhile: the next page
 
     def topic_page(self, prefix: str, after: str | None, limit: int) -> tuple[list[str], bool]:
         """The names of `list_topics`' page, and whether more follow (never an empty page

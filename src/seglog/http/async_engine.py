@@ -103,8 +103,6 @@ class AsyncEngine:
             await finish_op(e, evict)
         return e.topic_info(name, touch)
 
-    # ---- control plane and listing: threads (durable frames, retention waits) ----------
-
     async def list_topics(
         self, prefix: str, after: str | None, limit: int, touch: bool
     ) -> tuple[list[TopicInfo], bool]:
@@ -125,10 +123,11 @@ class AsyncEngine:
                 if evict is not None:
                     await finish_op(e, evict)
             infos = e.topic_infos(page, touch)
-            if infos or not more:  # every topic of the page dropped meanwhile: the next
+            if infos or not more:
                 return infos, more
-            after = page[-1]
+            after = page[-1]  # the page's topics were all dropped meanwhile: the next page
 
+    # ---- control plane: threads (durable frames) ------------------------------------------
     async def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
         return await blocking(self.engine.put_topic, name, config)
 
