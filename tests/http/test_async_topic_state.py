@@ -113,6 +113,17 @@ async def test_pages_of_topics_match_the_blocking_listing(
     assert [x.count for x in (await db.list_topics("", None, 9, touch=False))[0]] == [1, 0, 1, 1, 0]
 
 
+def drop_after_first_wait(monkeypatch: pytest.MonkeyPatch, victim: str) -> None:
+    """The first retention watermark a listing awaits is followed by dropping `victim`."""
+
+    async def finish_then_drop(engine: Engine, op: PendingOp) -> None:
+        await finish_op(engine, op)
+        if engine.exists(victim):
+            engine.drop_topic(victim, if_empty=False)
+
+    monkeypatch.setattr(async_engine, "finish_op", finish_then_drop)
+
+
 async def test_a_page_whose_topics_were_all_dropped_gives_way_to_the_next(
     make_engine: EngineFactory, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -122,12 +133,7 @@ async def test_a_page_whose_topics_were_all_dropped_gives_way_to_the_next(
         e.write(name, [RecordIn.of(1)])
     clock.advance(20)
 
-    async def finish_then_drop(engine: Engine, op: PendingOp) -> None:
-        await finish_op(engine, op)
-        if engine.exists("a"):
-            engine.drop_topic("a", if_empty=False)
-
-    monkeypatch.setattr(async_engine, "finish_op", finish_then_drop)
+    drop_after_first_wait(monkeypatch, "a")
     page, more = await AsyncEngine(e).list_topics("", None, 1, touch=False)
     assert [x.topic for x in page] == ["b"] and more  # not an empty page, "more to come"
 
@@ -168,11 +174,40 @@ async def test_a_topic_dropped_while_its_page_waits_is_left_out(
         e.write(name, [RecordIn.of(1)])
     clock.advance(20)
 
-    async def finish_then_drop(engine: Engine, op: PendingOp) -> None:
-        await finish_op(engine, op)
-        if engine.exists("b"):
-            engine.drop_topic("b", if_empty=False)
-
-    monkeypatch.setattr(async_engine, "finish_op", finish_then_drop)
+    drop_after_first_wait(monkeypatch, "b")
     page, more = await AsyncEngine(e).list_topics("", None, 10, touch=False)
     assert [x.topic for x in page] == ["a", "c"] and not more
+
+
+def test_sorted_names_stay_true_while_topics_come_and_go(make_engine: EngineFactory) -> None:
+    """Names are read without the registry lock while other threads create and drop
+    topics: a listing never shows a topic that never existed, and once the churn stops
+    the cached names are exactly the topics there are (no stale copy survives)."""
+    e = make_engine()
+    stop = threading.Event()
+    made = [f"t{i:03d}" for i in range(60)]
+
+    def churn(names: list[str]) -> None:
+        while not stop.is_set():
+            for name in names:
+                e.put_topic(name, TopicConfig())
+            for name in names[::2]:
+                e.drop_topic(name, if_empty=False)
+
+    workers = [threading.Thread(target=churn, args=(made[k::2],)) for k in range(2)]
+    for w in workers:
+        w.start()
+    try:
+        for _ in range(300):
+            names = e.registry.sorted_names()
+            assert names == sorted(names) and set(names) <= set(made)
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+    assert e.registry.sorted_names() == sorted(e.registry.by_name)
+    assert [x.topic for x in e.list_topics(limit=100)[0]] == sorted(e.registry.by_name)
+    e.put_topic("zz", TopicConfig())  # a create right after a cached listing shows up
+    assert e.registry.sorted_names()[-1] == "zz"
+    e.drop_topic("zz", if_empty=False)
+    assert "zz" not in e.registry.sorted_names()

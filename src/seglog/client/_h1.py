@@ -63,6 +63,14 @@ def usable(url: str, *, http2: bool, has_transport: bool) -> bool:
     )
 
 
+def origin_of(url: str, pool: str) -> tuple[str, int, str]:
+    """(host, port, path prefix) of a plain `http://` URL; ValueError naming `pool` else."""
+    parts = urlsplit(url)
+    if parts.scheme != "http" or parts.hostname is None:
+        raise ValueError(f"{pool} needs an http:// URL with a host, not {url!r}")
+    return parts.hostname, parts.port or 80, parts.path.rstrip("/")
+
+
 def request_target(prefix: str, path: str, params: Mapping[str, str | int] | None) -> str:
     """`path` (starting with `/`, already percent-encoded) under the URL's own path, as
     httpx's `base_url` joins them, with `params` as httpx encodes them."""
@@ -117,12 +125,7 @@ class H1Pool:
         headers: Mapping[str, str],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme != "http" or parts.hostname is None:
-            raise ValueError(f"H1Pool needs an http:// URL with a host, not {url!r}")
-        self._host = parts.hostname
-        self._port = parts.port or 80
-        self._prefix = parts.path.rstrip("/")
+        self._host, self._port, self._prefix = origin_of(url, "H1Pool")
         self._headers = {k.lower(): v for k, v in headers.items()}
         self._clock = clock
         self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # (conn, idle since)

@@ -25,7 +25,6 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from typing import cast
-from urllib.parse import urlsplit
 
 import httpx
 
@@ -154,14 +153,9 @@ class AsyncH1Pool:
         headers: Mapping[str, str],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        parts = urlsplit(url)
-        if parts.scheme != "http" or parts.hostname is None:
-            raise ValueError(f"AsyncH1Pool needs an http:// URL with a host, not {url!r}")
-        self._host = parts.hostname
-        self._port = parts.port or 80
+        self._host, self._port, self._prefix = _h1.origin_of(url, "AsyncH1Pool")
         host = f"[{self._host}]" if ":" in self._host else self._host
         self._host_header = host if self._port == 80 else f"{host}:{self._port}"
-        self._prefix = parts.path.rstrip("/")
         self._headers = {k.lower(): v for k, v in headers.items()}
         self._clock = clock
         self._loop: asyncio.AbstractEventLoop | None = None
