@@ -12,13 +12,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seglog.engine.column_read import select_slots
-from seglog.engine.frozen_slots import FrozenSlots, TsColumn
+from seglog.engine.frozen_slots import HEAP, FrozenSlots, TsColumn
 from seglog.engine.topic import TopicState
 from seglog.model import RecordIn, Selector, TopicConfig
+from seglog.storage.scratch import ScratchSpace
 
 TAGS = [None, "a", "ab", "b"]
 NODES = [None, "n1", "n2"]
@@ -140,13 +141,31 @@ def observe(t: TopicState, clock: _Clock) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=250, deadline=None)
-@given(ops=OPS, config=st.sampled_from(CONFIGS), ts_block_bits=st.sampled_from([1, 3, 12]))
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> ScratchSpace:
+    """Scratch memory for every column, however small (`storage.scratch`)."""
+    return ScratchSpace.create(tmp_path_factory.mktemp("data"), min_bytes=0)
+
+
+@settings(
+    max_examples=250, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=OPS,
+    config=st.sampled_from(CONFIGS),
+    ts_block_bits=st.sampled_from([1, 3, 12]),
+    in_scratch=st.booleans(),
+)
 def test_frozen_slots_answer_like_list_slots(
-    ops: list[tuple[str, Any]], config: TopicConfig, ts_block_bits: int
+    scratch: ScratchSpace,
+    ops: list[tuple[str, Any]],
+    config: TopicConfig,
+    ts_block_bits: int,
+    in_scratch: bool,
 ) -> None:
     frozen, listed = TopicState("t", 1, config), _NeverFrozen("t", 1, config)
-    frozen.frozen = FrozenSlots(ts_block_bits)  # small blocks: many per test
+    # small blocks: many per test; the columns in heap or in scratch memory
+    frozen.frozen = FrozenSlots(ts_block_bits, scratch if in_scratch else HEAP)
     clocks = _Clock(), _Clock()
     for op, arg in ops:
         for t, clock in zip((frozen, listed), clocks, strict=True):

@@ -33,6 +33,7 @@ from seglog.core.names import valid_topic_name
 from seglog.core.priority import effective_priority
 from seglog.engine import column_read, deletes, payloads, queues, retention, snapshots, writes
 from seglog.engine.forwarding import Forwarder
+from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
@@ -62,6 +63,7 @@ from seglog.model import (
 from seglog.router_model import DropRouterResult, PutRouterResult, RouterInfo, RouterSpec
 from seglog.storage.datadir import DataDir, DirLocks
 from seglog.storage.fs import Fs, RealFs
+from seglog.storage.scratch import ScratchSpace
 from seglog.storage.segment import PinnedSegment, SegmentStore
 from seglog.storage.snapshot import SnapshotMark
 from seglog.storage.wal import Wal
@@ -91,6 +93,9 @@ class EngineOptions:
     # Buffered WAL writes (memory/disk) written by the writing thread when the shard's
     # writer is idle; tests that hold the writer at a gate turn it off.
     wal_inline_writes: bool = True
+    # The sealed records' index columns in scratch files the kernel pages (`storage.
+    # scratch`) instead of heap memory.
+    index_scratch: bool = True
 
 
 class Engine:
@@ -112,6 +117,7 @@ class Engine:
             options.segment_payload_cache,
         )
         self.datadir: DataDir | None = None
+        self.scratch: ScratchSpace | None = None
         self.wal: Wal | None = None
         self.ready = False
         self.replay_progress = 0.0
@@ -131,6 +137,11 @@ class Engine:
         recover (STORAGE §6) and open the WAL writers."""
         opts = self.options
         self.datadir = DataDir.open(self.fs, opts.data_dir, opts.cold_dir, locks)
+        if opts.index_scratch:
+            try:
+                self.scratch = ScratchSpace.create(self.datadir.root)
+            except OSError as e:
+                log.warning("index columns stay in heap memory: %s", e)
 
         def progress(fraction: float) -> None:
             self.replay_progress = fraction
@@ -147,6 +158,7 @@ class Engine:
                 on_progress=progress,
                 payload_cache=self.options.segment_payload_cache,
                 pins=self.snapshot_pins,
+                memory=self.column_memory,
             )
         except BaseException:
             self.datadir.close()
@@ -247,6 +259,11 @@ class Engine:
                     t.segments.drop_dead(t, touched)
 
     # ---- owners' public faces ----------------------------------------------------------
+    @property
+    def column_memory(self) -> ColumnMemory:
+        """Where topics keep their large index columns (`FrozenSlots`)."""
+        return HEAP if self.scratch is None else self.scratch
+
     @property
     def topics(self) -> Mapping[str, TopicState]:
         return self.registry.by_name
@@ -397,7 +414,9 @@ class Engine:
                 )
             tid = self.registry.allocate_id()
             self.log_durable(tid, FrameType.TOPIC_CREATE, body)
-            self.register_topic(TopicState(name, tid, config))
+            self.register_topic(
+                TopicState(name, tid, config, frozen=FrozenSlots(mem=self.column_memory))
+            )
             return PutTopicResult(name, True, config)
 
     def register_topic(self, t: TopicState) -> None:

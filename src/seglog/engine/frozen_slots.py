@@ -17,12 +17,38 @@ or by moving the lists' head here) and shrink only at their front (`drop_prefix`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
 
 Codes = npt.NDArray[np.unsignedinteger]
+
+
+class ColumnMemory(Protocol):
+    """Where the large columns live: `HEAP` by default; the engine passes its scratch
+    space (`storage.scratch`), which keeps them out of the process's own memory."""
+
+    def empty(self, n: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]: ...
+
+    def grown(self, old: npt.NDArray[Any], used: int, n: int) -> npt.NDArray[Any]:
+        """`old` with room for `n` values, its first `used` ones kept."""
+        ...
+
+
+class HeapMemory:
+    """Columns in ordinary heap memory."""
+
+    def empty(self, n: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
+        return np.empty(n, dtype)
+
+    def grown(self, old: npt.NDArray[Any], used: int, n: int) -> npt.NDArray[Any]:
+        out = np.empty(n, old.dtype)
+        out[:used] = old[:used]
+        return out
+
+
+HEAP = HeapMemory()
 # A column of labels as a table and codes into it: code 0 is None, code k is table[k - 1].
 CodedLabels = tuple[list[str], Codes]
 
@@ -36,14 +62,23 @@ def _width(largest: int) -> type[np.unsignedinteger]:
     return next(t for limit, t in _WIDTHS if largest <= limit)  # type: ignore[no-any-return]
 
 
-def _grown(old: npt.NDArray[Any], n: int, need: int, exact: bool = False) -> npt.NDArray[Any]:
+def _grown(
+    old: npt.NDArray[Any], n: int, need: int, mem: ColumnMemory, exact: bool = False
+) -> npt.NDArray[Any]:
     """`old` (of which `n` are used) with room for `need`, doubling (to `need` exactly
     with `exact`)."""
     if need <= len(old):
         return old
-    grown = np.empty(need if exact else max(need, len(old) * 2, 1024), old.dtype)
-    grown[:n] = old[:n]
-    return grown
+    return mem.grown(old, n, need if exact else max(need, len(old) * 2, 1024))
+
+
+def _copied(
+    values: npt.NDArray[Any], mem: ColumnMemory, dtype: npt.DTypeLike | None = None
+) -> npt.NDArray[Any]:
+    """`values` in a new array of `mem` (converted to `dtype`)."""
+    out = mem.empty(len(values), values.dtype if dtype is None else dtype)
+    out[:] = values
+    return out
 
 
 class TsColumn:
@@ -52,11 +87,12 @@ class TsColumn:
     than 2**32 ms (~50 days), or a value below its block's base, turns the column into
     plain 8-byte values until a prefix drop re-encodes what is left."""
 
-    __slots__ = ("_base", "_bits", "_off", "_wide", "n")
+    __slots__ = ("_base", "_bits", "_mem", "_off", "_wide", "n")
 
-    def __init__(self, block_bits: int = 12) -> None:
+    def __init__(self, block_bits: int = 12, mem: ColumnMemory = HEAP) -> None:
         self.n = 0
         self._bits = block_bits
+        self._mem = mem
         self._off = np.empty(0, np.uint32)
         self._base = np.empty(0, np.int64)  # base of block k at k
         self._wide: npt.NDArray[np.int64] | None = None
@@ -64,7 +100,7 @@ class TsColumn:
     def extend(self, values: npt.NDArray[np.int64]) -> None:
         a, b = self.n, self.n + len(values)
         if self._wide is not None:
-            self._wide = _grown(self._wide, a, b)
+            self._wide = _grown(self._wide, a, b, self._mem)
             self._wide[a:b] = values
             self.n = b
             return
@@ -75,7 +111,7 @@ class TsColumn:
             self._base = np.concatenate((self._base, values[starts - a]))
         off = values - self._base[np.arange(a, b) >> bits]
         if len(off) and (off.min() < 0 or off.max() > _U32):
-            wide = np.empty(max(b, len(self._off)), np.int64)  # keeps any room reserved
+            wide = self._mem.empty(max(b, len(self._off)), np.int64)  # keeps any room reserved
             wide[:a] = self.values(0, a)
             wide[a:b] = values
             # fresh empty arrays: views of the old ones would keep their buffers alive
@@ -83,16 +119,16 @@ class TsColumn:
             self._off, self._base = np.empty(0, np.uint32), np.empty(0, np.int64)
             self.n = b
             return
-        self._off = _grown(self._off, a, b)
+        self._off = _grown(self._off, a, b, self._mem)
         self._off[a:b] = off
         self.n = b
 
     def reserve(self, k: int) -> None:
         """Room for `k` more values without regrowing."""
         if self._wide is not None:
-            self._wide = _grown(self._wide, self.n, self.n + k, exact=True)
+            self._wide = _grown(self._wide, self.n, self.n + k, self._mem, exact=True)
         else:
-            self._off = _grown(self._off, self.n, self.n + k, exact=True)
+            self._off = _grown(self._off, self.n, self.n + k, self._mem, exact=True)
 
     def at(self, i: int) -> int:
         if self._wide is not None:
@@ -153,11 +189,23 @@ _TRIM_LABELS = 256  # a table this large is trimmed to the labels in use when it
 
 
 class FrozenSlots:
-    __slots__ = ("_code", "_labels", "_node", "_size", "_table", "_table_n", "_tag", "_ts", "n")
+    __slots__ = (
+        "_code",
+        "_labels",
+        "_mem",
+        "_node",
+        "_size",
+        "_table",
+        "_table_n",
+        "_tag",
+        "_ts",
+        "n",
+    )  # fmt: skip
 
-    def __init__(self, ts_block_bits: int = 12) -> None:
+    def __init__(self, ts_block_bits: int = 12, mem: ColumnMemory = HEAP) -> None:
         self.n = 0
-        self._ts = TsColumn(ts_block_bits)
+        self._mem = mem
+        self._ts = TsColumn(ts_block_bits, mem)
         self._size = np.empty(0, np.uint32)
         self._node: Codes = np.empty(0, np.uint8)
         self._tag: Codes = np.empty(0, np.uint8)
@@ -224,8 +272,8 @@ class FrozenSlots:
         self._code[label] = c
         if c > np.iinfo(self._node.dtype).max:
             wide = _width(c)
-            self._node = self._node.astype(wide)
-            self._tag = self._tag.astype(wide)
+            self._node = _copied(self._node, self._mem, wide)
+            self._tag = _copied(self._tag, self._mem, wide)
         return c
 
     def reserve(self, k: int) -> None:
@@ -237,7 +285,8 @@ class FrozenSlots:
 
     def _reserve(self, k: int, exact: bool = False) -> None:
         for name in ("_size", "_node", "_tag"):
-            setattr(self, name, _grown(getattr(self, name), self.n, self.n + k, exact))
+            old = getattr(self, name)
+            setattr(self, name, _grown(old, self.n, self.n + k, self._mem, exact))
 
     def drop_prefix(self, k: int) -> None:
         """Forget the first `k` slots (the topic's index compaction)."""
@@ -247,7 +296,7 @@ class FrozenSlots:
         keep = self.n - k
         self._ts.drop_prefix(k)
         for name in ("_size", "_node", "_tag"):
-            setattr(self, name, getattr(self, name)[k : self.n].copy())
+            setattr(self, name, _copied(getattr(self, name)[k : self.n], self._mem))
         self.n = keep
         if len(self._labels) > _TRIM_LABELS:
             self._trim_labels()
@@ -262,8 +311,8 @@ class FrozenSlots:
         mapping = np.zeros(len(self._labels), np.uint32)
         mapping[used] = np.arange(1, len(used) + 1, dtype=np.uint32)
         width = _width(len(used))
-        self._node = mapping[self._node[: self.n]].astype(width)
-        self._tag = mapping[self._tag[: self.n]].astype(width)
+        self._node = _copied(mapping[self._node[: self.n]], self._mem, width)
+        self._tag = _copied(mapping[self._tag[: self.n]], self._mem, width)
         self._labels = [None, *(self._labels[c] for c in used.tolist())]
         self._code = {x: c for c, x in enumerate(self._labels)}
         self._table, self._table_n = None, 0

@@ -1,5 +1,6 @@
 """Background upkeep: seal active segments, take snapshots on their triggers, move sealed
-segments to the cold tier, and drop fully dead segments (STORAGE §4.4, §4.5, §5.3).
+segments to the cold tier, drop fully dead segments (STORAGE §4.4, §4.5, §5.3), and let
+the index's scratch pages leave the process's memory (`storage.scratch`).
 
 One `Maintenance` thread per engine; `run_once` is also called directly by tests with an
 injected clock. Segment file I/O runs outside topic locks (see `TopicSegments`)."""
@@ -18,6 +19,9 @@ log = logging.getLogger("seglog.maintenance")
 
 SNAPSHOT_CHECK_MS = 5000
 RELOCATION_CHECK_MS = 5000
+# How often the index's scratch pages leave the process's memory (`storage.scratch`): its
+# resident share is what was touched within this interval.
+SCRATCH_RELEASE_MS = 5000
 
 
 def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
@@ -74,6 +78,7 @@ class Maintenance:
         now = engine.clock.now_ms()
         self._next_snapshot_check = now + SNAPSHOT_CHECK_MS
         self._next_relocation = now + RELOCATION_CHECK_MS
+        self._next_release = now + SCRATCH_RELEASE_MS
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="seglog-maintenance", daemon=True)
@@ -114,6 +119,9 @@ class Maintenance:
             self._next_snapshot_check = now + SNAPSHOT_CHECK_MS
             if self.snapshot_due(now):
                 e.snapshot()
+        if e.scratch is not None and now >= self._next_release:
+            self._next_release = now + SCRATCH_RELEASE_MS
+            e.scratch.release_resident()
         if e.options.cold_dir is not None and now >= self._next_relocation:
             self._next_relocation = now + RELOCATION_CHECK_MS
             for t in list(e.by_id.values()):

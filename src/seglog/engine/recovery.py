@@ -38,6 +38,7 @@ from seglog.core.frames import FrameError, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob, decode_blobs
 from seglog.core.segment_format import SegmentCorruption
 from seglog.core.segment_run import layout_coded_labels, layout_size_array
+from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -120,6 +121,7 @@ class _Replay:
     attach_segments: AttachSegments
     now: int
     records_for: TopicPredicate | None = None
+    memory: ColumnMemory = HEAP
 
     def skips(self, t: TopicState) -> bool:
         return self.records_for is not None and not self.records_for(t.name)
@@ -172,6 +174,7 @@ def replay(
     records_for: TopicPredicate | None = None,
     held_payloads: HeldPayloads | None = None,
     read_sealed: ReadSealed | None = None,
+    memory: ColumnMemory = HEAP,
 ) -> Replayed:
     """STORAGE §6 steps 2–4, the corruption check of step 6, step 7 and the first half of
     step 9, in memory only: it reads the files and never writes to them, so it also serves
@@ -183,12 +186,13 @@ def replay(
     and are not to be read. `held_payloads(topic_id, snapshot head)` names the seq runs whose
     payloads a sealed segment that step 8 reuses holds: they are restored without them.
     `read_sealed` reads the segments a format-2 snapshot references (`sealed_reader`).
+    `memory` holds the topics' large index columns (`FrozenSlots`).
     Raises `WalCorruptionError` when a WAL group holds valid frames after an invalid one,
     `SealedSegmentMissingError` when a persistent topic lost records only a missing segment
     held."""
     registry = Registry()
     routers = RouterTable()
-    rp = _Replay(registry, routers, attach_segments, clock.now_ms(), records_for)
+    rp = _Replay(registry, routers, attach_segments, clock.now_ms(), records_for, memory)
     starts: dict[str, Position] = {}
     last_snapshot = None
     missing: MissingRuns = []
@@ -206,7 +210,7 @@ def replay(
             held: HeldRuns = ()
             if held_payloads is not None and not entry.get(RECORDS_SKIPPED):
                 held = held_payloads(int(entry["topic_id"]), int(entry["head_seq"]))
-            t = restore_topic(entry, held, read_sealed, missing)
+            t = restore_topic(entry, held, read_sealed, missing, memory)
             attach_segments(t)
             registry.add(t)
         routers.restore(snap.get("routers", []))
@@ -271,6 +275,7 @@ def recover(
     on_progress: Callable[[float], None] | None = None,
     payload_cache: int | None = None,
     pins: SnapshotPins | None = None,
+    memory: ColumnMemory = HEAP,
 ) -> Recovered:
     """STORAGE §6 steps 2–8 over the locked `datadir`: `replay`, then the writes it implies
     (torn tails and unfinished submissions cut, segments reconciled, orphan segment dirs
@@ -293,6 +298,7 @@ def recover(
         on_progress=on_progress,
         held_payloads=held,
         read_sealed=sealed,
+        memory=memory,
     )
     registry, routers = rp.registry, rp.routers
     kept = kept_snapshot_segments(fs, datadir.meta_dir)
@@ -629,7 +635,7 @@ def _apply_control(rp: _Replay, f: WalFrame) -> None:
             return
         if existing is not None:
             registry.remove(existing)
-        t = TopicState(body.name, f.topic_id, config)
+        t = TopicState(body.name, f.topic_id, config, frozen=FrozenSlots(mem=rp.memory))
         rp.attach_segments(t)
         registry.add(t)
         return

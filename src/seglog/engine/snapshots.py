@@ -22,7 +22,7 @@ import orjson
 
 from seglog.core.jsonbytes import json_bytes
 from seglog.core.segment_run import decoded_labels, shared_ints
-from seglog.engine.frozen_slots import CodedLabels
+from seglog.engine.frozen_slots import HEAP, CodedLabels, ColumnMemory, FrozenSlots
 from seglog.engine.publisher import Publisher
 from seglog.engine.registry import Registry
 from seglog.engine.routers import RouterTable
@@ -169,6 +169,7 @@ def restore_topic(
     held: HeldRuns = (),
     read_sealed: ReadSealed | None = None,
     missing: MissingRuns | None = None,
+    memory: ColumnMemory = HEAP,
 ) -> TopicState:
     """Inverse of `capture_topic`: seqs in `[base_seq, head_seq]` missing from `records`
     and from the referenced segments (`segments`, read with `read_sealed`) become deleted
@@ -178,10 +179,14 @@ def restore_topic(
     the snapshot first is most of a restore's time); so are all referenced records. A
     referenced segment whose files are gone restores placeholders: the caller lists their
     live runs in `missing` and must see them dead after replay (a topic delete replayed),
-    or fail (`check_missing`)."""
+    or fail (`check_missing`). `memory` holds its large index columns (`FrozenSlots`)."""
     config = TopicConfig.from_dict(entry["config"])
     t = TopicState(
-        str(entry["name"]), int(entry["topic_id"]), config, epoch=int(entry.get("epoch", 1))
+        str(entry["name"]),
+        int(entry["topic_id"]),
+        config,
+        epoch=int(entry.get("epoch", 1)),
+        frozen=FrozenSlots(mem=memory),
     )
     head = int(entry["head_seq"])
     # A topic whose records a reader left undecoded comes back empty at its head.
