@@ -195,6 +195,8 @@ class Engine:
             self.snapshot()
             self.snapshot()
         self.last_snapshot_ms = self.clock.now_ms()
+        if self.scratch is not None:
+            self.scratch.release_resident()  # recovery wrote the whole index
         self.replay_progress = 1.0
         self.ready = True
 
