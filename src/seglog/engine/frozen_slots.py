@@ -23,6 +23,8 @@ import numpy as np
 import numpy.typing as npt
 
 Codes = npt.NDArray[np.unsignedinteger]
+# A column of labels as a table and codes into it: code 0 is None, code k is table[k - 1].
+CodedLabels = tuple[list[str], Codes]
 
 
 class ColumnMemory(Protocol):
@@ -49,8 +51,6 @@ class HeapMemory:
 
 
 HEAP = HeapMemory()
-# A column of labels as a table and codes into it: code 0 is None, code k is table[k - 1].
-CodedLabels = tuple[list[str], Codes]
 
 # Codes are as narrow as the table allows, widening as it grows past each limit.
 _WIDTHS = ((0xFF, np.uint8), (0xFFFF, np.uint16), (0xFFFFFFFF, np.uint32))
@@ -200,7 +200,7 @@ class FrozenSlots:
         "_tag",
         "_ts",
         "n",
-    )  # fmt: skip
+    )
 
     def __init__(self, ts_block_bits: int = 12, mem: ColumnMemory = HEAP) -> None:
         self.n = 0
