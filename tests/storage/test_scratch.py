@@ -3,8 +3,10 @@ whose pages can leave the process without losing a value."""
 
 from __future__ import annotations
 
+import errno
 import gc
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +91,27 @@ def test_create_clears_what_an_earlier_process_left(tmp_path: Path) -> None:
     (tmp_path / SCRATCH_DIR / "tmpabc").write_bytes(b"x" * 100)
     ScratchSpace.create(tmp_path)
     assert list((tmp_path / SCRATCH_DIR).iterdir()) == []
+
+
+def test_a_full_disk_leaves_the_arrays_on_the_heap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Blocks are reserved before a file is mapped: no space is an error here, never a
+    SIGBUS when a page is first written."""
+    sp = ScratchSpace.create(tmp_path)
+    kept = sp.empty(MIN_BYTES, np.uint8)
+    kept[:] = 3
+
+    def full(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", full)
+    a = sp.empty(MIN_BYTES, np.uint8)
+    b = sp.grown(kept, MIN_BYTES, 2 * MIN_BYTES)  # the remap needs blocks too: a copy
+    b[MIN_BYTES:] = 4
+    assert sp.mapped_bytes == MIN_BYTES  # only `kept`
+    assert int(b[:MIN_BYTES].sum()) == 3 * MIN_BYTES and int(b[-1]) == 4
+    a[:] = 1
 
 
 def test_without_a_usable_directory_arrays_stay_on_the_heap(

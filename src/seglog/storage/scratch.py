@@ -102,8 +102,10 @@ class ScratchSpace:
         """An array of `n` values over the file `fd` (which it then owns), or None."""
         nbytes = n * dt.itemsize
         try:
-            if os.fstat(fd).st_size < nbytes:
-                os.ftruncate(fd, nbytes)  # sparse: a page takes room once written
+            # The blocks are reserved now: a page of a sparse file that gets its block only
+            # when first written would raise SIGBUS in whichever thread touches it on a
+            # full disk, instead of this OSError (then the heap serves).
+            os.posix_fallocate(fd, 0, nbytes)
             m = mmap.mmap(fd, nbytes, mmap.MAP_SHARED)
         except OSError as e:
             self._warn(e)
