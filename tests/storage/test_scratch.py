@@ -7,12 +7,19 @@ import errno
 import gc
 import logging
 import os
+import resource
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from seglog.storage.scratch import MIN_BYTES, SCRATCH_DIR, ScratchSpace
+from seglog.storage.scratch import (
+    MAX_MAPS,
+    MIN_BYTES,
+    SCRATCH_DIR,
+    ScratchSpace,
+    default_max_maps,
+)
 
 MB = 1 << 20
 
@@ -112,6 +119,41 @@ def test_a_full_disk_leaves_the_arrays_on_the_heap(
     assert sp.mapped_bytes == MIN_BYTES  # only `kept`
     assert int(b[:MIN_BYTES].sum()) == 3 * MIN_BYTES and int(b[-1]) == 4
     a[:] = 1
+
+
+def test_no_descriptor_to_grow_with_means_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sp = ScratchSpace.create(tmp_path)
+    a = sp.empty(MIN_BYTES, np.uint8)
+    a[:] = 5
+
+    def no_fd(fd: int) -> int:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(os, "dup", no_fd)
+    b = sp.grown(a, MIN_BYTES, 2 * MIN_BYTES)
+    assert int(b[:MIN_BYTES].sum()) == 5 * MIN_BYTES and len(b) == 2 * MIN_BYTES
+
+
+def test_at_most_max_maps_arrays_are_mapped(tmp_path: Path) -> None:
+    sp = ScratchSpace.create(tmp_path, max_maps=2)
+    a, b, c = (sp.empty(MIN_BYTES, np.uint8) for _ in range(3))
+    assert sp.mapped_bytes == 2 * MIN_BYTES  # the third is on the heap
+    grown = sp.grown(a, MIN_BYTES, 2 * MIN_BYTES)  # no room for a second mapping: a copy
+    assert sp.mapped_bytes == 2 * MIN_BYTES
+    del a, grown
+    gc.collect()
+    assert sp.empty(MIN_BYTES, np.uint8) is not None and sp.mapped_bytes == 2 * MIN_BYTES
+    c[:] = 1
+    b[:] = 2
+
+
+def test_the_budget_is_a_fraction_of_the_descriptor_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (1024, 4096))
+    assert default_max_maps() == 128
+    monkeypatch.setattr(resource, "getrlimit", lambda _r: (1 << 20, 1 << 20))
+    assert default_max_maps() == MAX_MAPS
 
 
 def test_without_a_usable_directory_arrays_stay_on_the_heap(

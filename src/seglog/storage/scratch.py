@@ -14,9 +14,13 @@ column that grows (`grown`) maps its file anew at the larger size instead of cop
 so growth touches no old page either.
 
 Nothing here is ever read back after a restart: a file lives as long as its mapping (the
-array's last reference) or the process. Small arrays stay on the heap (a mapping per
-small column would cost more than it saves), and so does everything when a file cannot be
-made (no `scratch/`, no space): the index works the same, only in heap memory.
+array's last reference) or the process. Its blocks are reserved before it is mapped (a
+page of a sparse file gets its block when first written, and on a full disk that write
+is a SIGBUS, not an error). Small arrays stay on the heap (a mapping per small column
+would cost more than it saves), and so does whatever cannot be mapped: no file (no
+`scratch/`, no space, no descriptor), or `max_maps` arrays mapped already (each holds two
+file descriptors, which the WAL, segments and sockets must never run short of). The index
+works the same, only in heap memory.
 
 Thread-safe: any thread may allocate; `release_resident` may run beside readers and
 writers of the arrays (a page dropped from the mapping is mapped back on its next touch).
@@ -27,6 +31,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import resource
 import shutil
 import tempfile
 import threading
@@ -41,12 +46,25 @@ log = logging.getLogger("seglog.storage")
 
 SCRATCH_DIR = "scratch"
 MIN_BYTES = 64 << 10  # smaller arrays stay on the heap
+MAX_MAPS = 16_384  # well under Linux's default vm.max_map_count (65,530)
+
+
+def default_max_maps() -> int:
+    """How many scratch arrays may be mapped at once: each holds two file descriptors
+    (the mapping's own and the one kept to grow it), and the server's WAL, segments and
+    sockets must never run out of them, so at most a quarter of the soft limit."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    budget = MAX_MAPS if soft == resource.RLIM_INFINITY else soft // 8
+    return max(0, min(budget, MAX_MAPS))
 
 
 class ScratchSpace:
-    def __init__(self, directory: Path, min_bytes: int = MIN_BYTES) -> None:
+    def __init__(
+        self, directory: Path, min_bytes: int = MIN_BYTES, max_maps: int | None = None
+    ) -> None:
         self.directory = directory
         self.min_bytes = min_bytes
+        self.max_maps = default_max_maps() if max_maps is None else max_maps
         self._maps: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
         # the file of each scratch array, by the address of its first byte (closed when
         # that mapping goes)
@@ -55,19 +73,21 @@ class ScratchSpace:
         self._failed = False  # warned once that a file could not be made
 
     @classmethod
-    def create(cls, root: Path, min_bytes: int = MIN_BYTES) -> ScratchSpace:
+    def create(
+        cls, root: Path, min_bytes: int = MIN_BYTES, max_maps: int | None = None
+    ) -> ScratchSpace:
         """The scratch space of the data directory `root` (locked by the caller), emptied of
         whatever an earlier process left there (a file named only for a moment)."""
         directory = root / SCRATCH_DIR
         shutil.rmtree(directory, ignore_errors=True)
         directory.mkdir(parents=True, exist_ok=True)
-        return cls(directory, min_bytes)
+        return cls(directory, min_bytes, max_maps)
 
     def empty(self, n: int, dtype: npt.DTypeLike) -> npt.NDArray[Any]:
         """An uninitialized array of `n` values, in scratch memory when it is large."""
         dt = np.dtype(dtype)
         nbytes = n * dt.itemsize
-        if nbytes < max(self.min_bytes, 1):  # nothing maps an empty file
+        if nbytes < max(self.min_bytes, 1) or self._full():  # nothing maps an empty file
             return np.empty(n, dt)
         try:
             # `TemporaryFile` makes a file without a name (O_TMPFILE) where the file
@@ -88,12 +108,16 @@ class ScratchSpace:
         array's file mapped anew at the larger size (nothing copied), else a copy."""
         with self._lock:
             fd = self._files.get(old.ctypes.data) if old.size else None
-        if fd is not None:
-            kept = os.dup(fd)  # the new mapping's own: the old one closes `fd` when it goes
-            out = self._mapped(kept, n, old.dtype)
-            if out is not None:
-                return out
-            os.close(kept)
+        if fd is not None and not self._full():
+            try:
+                kept = os.dup(fd)  # the new mapping's: the old one closes `fd` when it goes
+            except OSError as e:
+                self._warn(e)
+            else:
+                out = self._mapped(kept, n, old.dtype)
+                if out is not None:
+                    return out
+                os.close(kept)
         out = self.empty(n, old.dtype)
         out[:used] = old[:used]
         return out
@@ -121,6 +145,13 @@ class ScratchSpace:
         weakref.finalize(m, self._forget, addr, fd)
         return out
 
+    def _full(self) -> bool:
+        with self._lock:
+            full = len(self._maps) >= self.max_maps
+        if full:
+            self._warn(OSError(f"{self.max_maps} scratch arrays mapped already"))
+        return full
+
     def _forget(self, addr: int, fd: int) -> None:
         with self._lock:
             if self._files.get(addr) == fd:
@@ -130,7 +161,7 @@ class ScratchSpace:
     def _warn(self, e: OSError) -> None:
         if not self._failed:
             self._failed = True
-            log.warning("index columns stay in heap memory: no scratch file (%s)", e)
+            log.warning("index columns stay in heap memory from now on (%s)", e)
 
     def release_resident(self) -> int:
         """Drop the pages of every scratch array from this process's memory (they stay in
