@@ -4,9 +4,10 @@ A topic's index holds ~10 bytes per sealed record in numpy columns (`engine.froz
 As ordinary heap memory that is the whole of a server's memory growth at tens of millions
 of records, and none of it can leave RAM. An array from `ScratchSpace.empty` is an
 ordinary numpy array over a shared mapping of a file without a name, in the data
-directory's `scratch/`: the kernel keeps its pages in the page cache, writes them to the
-file and drops them under memory pressure, and reads them back on the next touch — the
-memory-mapped index of the segmented-log seeds (Kafka's and mlog's sparse mmap indexes).
+directory's `scratch/`: the kernel keeps its pages in the page cache, writes them back to
+the file as it does any dirty file page, may drop them under memory pressure, and reads
+them back on the next touch — the memory-mapped index of the segmented-log seeds (Kafka's
+and mlog's sparse mmap indexes).
 `release_resident` drops every page from the process's own mappings (`MADV_DONTNEED`;
 for a shared file mapping the contents stay in the page cache), so the process holds only
 the pages touched since the last call: the maintenance pass calls it periodically. A
@@ -70,7 +71,7 @@ class ScratchSpace:
         # that mapping goes)
         self._files: dict[int, int] = {}
         self._lock = threading.Lock()
-        self._failed = False  # warned once that a file could not be made
+        self._failed = False  # warned once that an array could not be mapped
 
     @classmethod
     def create(
@@ -161,7 +162,8 @@ class ScratchSpace:
     def _warn(self, e: OSError) -> None:
         if not self._failed:
             self._failed = True
-            log.warning("index columns stay in heap memory from now on (%s)", e)
+            # once: a full disk or descriptor budget would otherwise log at every seal
+            log.warning("index columns stay in heap memory (%s); not logged again", e)
 
     def release_resident(self) -> int:
         """Drop the pages of every scratch array from this process's memory (they stay in
