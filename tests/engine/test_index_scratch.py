@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from seglog.clock import ManualClock
+from seglog.engine import snapshots
 from seglog.engine.engine import Engine
 from seglog.engine.frozen_slots import HEAP
 from seglog.engine.maintenance import SCRATCH_RELEASE_MS, Maintenance, seal_topic
@@ -73,3 +76,27 @@ def test_the_maintenance_pass_releases_the_scratch_pages(
     m.run_once()
     m.run_once()
     assert released == [1]
+
+
+def test_a_restore_releases_its_columns_as_it_goes(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restore of many segments does not hold the whole index resident until the end."""
+    e = make_engine(segment_max_events=1_000, segment_payload_cache=0)
+    fill(e)
+    before = view(e)
+    e.close()
+    monkeypatch.setattr(snapshots, "RELEASE_EVERY_SEGMENTS", 4)
+    calls: list[int] = []
+    real = ScratchSpace.release_resident
+
+    def counted(self: ScratchSpace) -> int:
+        calls.append(1)
+        return real(self)
+
+    monkeypatch.setattr(ScratchSpace, "release_resident", counted)
+    e2 = make_engine(segment_max_events=1_000, segment_payload_cache=0)
+    segments = len(e2.topics["t"].segments.sealed)
+    assert segments >= 40
+    assert len(calls) == segments // 4 + 1  # as the restore goes, then once open
+    assert view(e2) == before

@@ -37,6 +37,10 @@ class ColumnMemory(Protocol):
         """`old` with room for `n` values, its first `used` ones kept."""
         ...
 
+    def release_resident(self) -> int:
+        """Let the columns' pages leave the process's memory, where they can; bytes."""
+        ...
+
 
 class HeapMemory:
     """Columns in ordinary heap memory."""
@@ -48,6 +52,9 @@ class HeapMemory:
         out = np.empty(n, old.dtype)
         out[:used] = old[:used]
         return out
+
+    def release_resident(self) -> int:
+        return 0  # heap memory stays
 
 
 HEAP = HeapMemory()

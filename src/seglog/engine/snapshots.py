@@ -164,6 +164,11 @@ ReadSealed = Callable[[int, SegmentRef], SealedRows | None]
 MissingRuns = list[tuple[int, int, int]]  # (topic_id, first seq, last seq)
 
 
+# A restore of many referenced segments lets its index columns leave the process (scratch
+# memory) this often, so its peak is not the whole index.
+RELEASE_EVERY_SEGMENTS = 256
+
+
 def restore_topic(
     entry: dict[str, Any],
     held: HeldRuns = (),
@@ -202,7 +207,11 @@ def restore_topic(
         raise ValueError(f"snapshot of {t.name!r} references sealed segments: no reader")
     if refs and not records:  # every slot up to the last reference goes to `frozen`
         t.frozen.reserve(max(min(refs[-1].last, head) - t.origin + 1, 0))
-    for ref, rows in zip(refs, _read_all(read_sealed, t.topic_id, refs), strict=True):
+    for n, (ref, rows) in enumerate(
+        zip(refs, _read_all(read_sealed, t.topic_id, refs), strict=True)
+    ):
+        if n % RELEASE_EVERY_SEGMENTS == RELEASE_EVERY_SEGMENTS - 1:
+            memory.release_resident()  # the columns written so far leave the process
         k = bisect.bisect_left(records, ref.first, at, key=_record_seq)
         _restore_records(t, records[at:k], head, held)
         at = k
