@@ -13,6 +13,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from seglog.core.flag_search import Buffer, nth_live
 from seglog.model import Tombstone, TombstoneReason
 
 
@@ -79,24 +80,15 @@ def ttl_cut(ts: Sequence[int], lo: int, hi: int, now: int, ttl_ms: int) -> int:
     return bisect_left(ts, now - ttl_ms, lo, hi)
 
 
-def record_cap_cut(dead: bytes | bytearray, lo: int, hi: int, excess: int) -> int:
+def record_cap_cut(dead: Buffer, lo: int, hi: int, excess: int) -> int:
     """SEMANTICS §4.2 step 2: the record cap counts live records, not seq distance. Walk
     `dead[lo:hi]` from the front and return the absolute index of the `excess`-th live slot
     (the newest one that must go), or -1 when `excess <= 0`. Holes (deletes, failed writes,
     reservation padding) are skipped, so they never cost a live record its place."""
     if excess <= 0:
         return -1
-    i = lo
-    while i < hi:
-        # Jump over a run of dead slots in C (bytearray.find) instead of slot by slot.
-        j = dead.find(0, i, hi)
-        if j < 0:
-            break
-        excess -= 1
-        if excess == 0:
-            return j
-        i = j + 1
-    return hi - 1
+    j = nth_live(dead, lo, hi, excess)
+    return hi - 1 if j < 0 else j
 
 
 def byte_cap_cut(sizes: Sequence[int], lo: int, hi: int, excess: int) -> int:

@@ -222,6 +222,11 @@ class FrozenSlots:
         self._table: npt.NDArray[np.object_] | None = None
         self._table_n = 0
 
+    @property
+    def memory(self) -> ColumnMemory:
+        """Where these columns live (and where the topic keeps its other slot arrays)."""
+        return self._mem
+
     # ---- growth ---------------------------------------------------------------------------
     def extend(self, ts: npt.ArrayLike, size: npt.ArrayLike, node: Codes, tag: Codes) -> None:
         """Append slots whose labels are already codes of this table (`codes_of`/`recode`)."""

@@ -20,6 +20,7 @@ from itertools import repeat
 
 import numpy as np
 
+from seglog.core.flag_search import Buffer, find_live
 from seglog.core.payload_blob import decode_blob
 from seglog.core.segment_format import encode_payload_columns
 from seglog.engine.snapshot_pins import SnapshotPins
@@ -53,7 +54,7 @@ def missing_payload_rows(data: list[bytes | None], dead: bytearray) -> list[int]
 
 
 def raced_deletes(
-    first_seq: int, was_dead: bytearray, origin: int, front: int, dead: bytearray
+    first_seq: int, was_dead: bytearray, origin: int, front: int, dead: Buffer
 ) -> list[int]:
     """Seqs of rows captured live (`was_dead` 0, row k is seq `first_seq + k`) that have
     died since: their slot (index `seq - origin`) is now below the live `front` or flagged
@@ -281,7 +282,7 @@ class TopicSegments:
             if not dead and info.first_seq in touched_firsts:
                 lo = max(max(info.first_seq, earliest) - t.origin, 0)
                 hi = info.last_seq - t.origin + 1
-                dead = lo >= hi or t.dead.find(0, lo, hi) < 0  # no live slot left
+                dead = lo >= hi or find_live(t.dead, lo, hi) < 0  # no live slot left
             if dead and self.pins is not None and self.pins.holds(store_id, info.first_seq):
                 keep.append(info)
                 continue

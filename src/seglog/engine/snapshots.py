@@ -142,7 +142,7 @@ def capture_topic(t: TopicState, pins: SnapshotPins) -> TopicRender:
     if at <= last:
         parts.append(t.rows(at, last))
     pins.hold((t.topic_id, info.first_seq) for info in sealed)
-    return TopicRender(t.topic_id, entry, first, t.dead[start:end], parts, _render)
+    return TopicRender(t.topic_id, entry, first, bytearray(t.dead[start:end]), parts, _render)
 
 
 HeldRuns = Sequence[tuple[int, int]]  # inclusive seq runs whose payloads a sealed segment holds

@@ -10,8 +10,9 @@ are popped but not yet compacted away). A slot is *dead* when it was deleted, is
 `seq → slot` stays O(1). Payloads of records materialized in sealed segments may be dropped
 from memory and are read back through `TopicSegments`; the oldest slots without payloads
 then leave the parallel list columns for numpy ones (`FrozenSlots`: 11 bytes a record with
-its dead flag, against ~50 in the lists), so the lists hold only the newest slots: `dead`
-covers every slot, the lists the slots from `frozen.n` on.
+its dead flag, against ~50 in the lists), so the lists hold only the newest slots: the dead
+flags (`flags`, in the same column memory) cover every slot, the lists the slots from
+`frozen.n` on.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from seglog.core.flag_search import count_dead, find_live
 from seglog.core.watermarks import (
     Floors,
     byte_cap_cut,
@@ -38,6 +40,7 @@ from seglog.core.watermarks import (
     ttl_cut,
 )
 from seglog.engine.frozen_slots import Codes, FrozenSlots
+from seglog.engine.slot_flags import SlotFlags
 from seglog.model import (
     Durability,
     Record,
@@ -108,7 +111,7 @@ class TopicState:
     _node: list[str | None] = field(default_factory=list)
     _tag: list[str | None] = field(default_factory=list)
     _size: list[int] = field(default_factory=list)
-    dead: bytearray = field(default_factory=bytearray)  # every slot's flag, `[0, len(dead))`
+    flags: SlotFlags = field(init=False)  # every slot's dead flag, `[0, slot_count)`
     # seqs and floors
     head: int = 0
     reserved: int = 0
@@ -142,6 +145,15 @@ class TopicState:
     leases: Any = None  # LeaseBook of a queue topic, created on first use (engine.queues)
 
     # ---- derived values -------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self.flags = SlotFlags(self.frozen.memory)
+
+    @property
+    def dead(self) -> memoryview:
+        """Every slot's dead flag, `[0, slot_count)`: a view, valid until the next slot is
+        added or the front compacted; a slice is a view too (copy it with `bytes` to keep)."""
+        return self.flags.view
+
     @property
     def base_seq(self) -> int:
         return self.origin + self.front
@@ -190,7 +202,7 @@ class TopicState:
         self._node.append(node)
         self._tag.append(None if dead else tag)
         self._size.append(0 if dead else size)
-        self.dead.append(1 if dead else 0)
+        self.flags.append(1 if dead else 0)
         self.head = seq
         if self.reserved < seq:
             self.reserved = seq
@@ -217,7 +229,7 @@ class TopicState:
         self._node.append(node)
         self._tag.append(tag)
         self._size.append(size)
-        self.dead.append(0)
+        self.flags.append(0)
         self.head = self.reserved = seq
         self.count += 1
         self.bytes += size
@@ -281,10 +293,10 @@ class TopicState:
         gap = first_seq - self.head - 1
         if gap:
             fr.extend_holes(gap, int(ts[0]))
-            self.dead.extend(b"\x01" * gap)
+            self.flags.extend(b"\x01" * gap)
         n = len(ts)
         fr.extend(ts, sizes, node, tag)
-        self.dead.extend(bytes(n))
+        self.flags.extend(bytes(n))
         self.head = self.reserved = first_seq + n - 1
         self.count += n
         self.bytes += int(sizes.sum(dtype=np.int64))
@@ -310,7 +322,7 @@ class TopicState:
         self._node.extend(node)
         self._tag.extend(tag)
         self._size.extend(size)
-        self.dead.extend(dead)
+        self.flags.extend(dead)
 
     def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
         """Publish a committed write: the hot path, so it fills the slot columns a whole
@@ -615,7 +627,7 @@ class TopicState:
         end = len(self.dead)
         if start >= end:
             return 0
-        below = start - self.front - self.dead.count(1, self.front, start)
+        below = start - self.front - count_dead(self.dead, self.front, start)
         cut = record_cap_cut(self.dead, start, end, self.count - below - self.config.cap_records)
         return self.origin + cut if cut >= 0 else 0
 
@@ -655,7 +667,7 @@ class TopicState:
                 self._size[j] = 0
             i += 1
         if i < n and dead[i]:  # and the dead run after the stop
-            live = dead.find(0, i)
+            live = find_live(dead, i, n)
             i = n if live < 0 else live
         self.front = i
         if self.front > 4096 and self.front * 2 > n:
@@ -696,7 +708,7 @@ class TopicState:
         if k > f:
             for lst in (self._ts, self._data, self._meta, self._node, self._tag, self._size):
                 del lst[: k - f]
-        del self.dead[:k]
+        self.flags.drop_prefix(k)
         self.origin += k
         self.front = 0
 
