@@ -1,5 +1,5 @@
 """A topic's dead flags in column memory (`engine.slot_flags`): they keep the values a
-`bytearray` would through appends, extends, flips and prefix drops, on the heap and in
+`bytearray` would through appends, extends, flips, prefix drops and reservations, on the heap and in
 scratch memory (where growth maps the file anew and pages may leave the process)."""
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ ops = st.lists(
         ),
         st.tuples(st.just("flip"), st.integers(0, 1 << 20)),
         st.tuples(st.just("drop"), st.integers(0, 1 << 20)),
+        st.tuples(st.just("reserve"), st.integers(0, 100_000)),
     ),
     max_size=30,
 )
@@ -38,6 +39,8 @@ def replay(mem: ColumnMemory, steps: list[tuple[str, object]], release: object =
         elif op == "flip" and model:
             i = int(arg) % len(model)  # type: ignore[call-overload]
             flags.view[i] = model[i] = 1 - model[i]
+        elif op == "reserve":
+            flags.reserve(int(arg))  # type: ignore[call-overload]
         elif op == "drop" and model:
             k = int(arg) % (len(model) + 1)  # type: ignore[call-overload]
             flags.drop_prefix(k)

@@ -8,8 +8,8 @@ engine's scratch space (`storage.scratch`), whose pages leave the process betwee
 the `bytearray` did.
 
 Owner: the `TopicState` that holds it, under that topic's lock. The view (`view`) is
-valid until the next `append`, `extend` or `drop_prefix`; slicing it gives a view, not
-a copy, so a caller that keeps flags past the lock copies them (`bytes(...)`).
+valid until the next `append`, `extend`, `reserve` or `drop_prefix`; slicing it gives a
+view, not a copy, so a caller that keeps flags past the lock copies them (`bytes(...)`).
 """
 
 from __future__ import annotations
@@ -36,11 +36,16 @@ class SlotFlags:
         self.n = 0
         self.view = self._all[:0]
 
-    def _reserve(self, need: int) -> None:
+    def reserve(self, k: int) -> None:
+        """Room for `k` more flags without regrowing (a restore that knows its slots)."""
+        self._reserve(self.n + k, exact=True)
+
+    def _reserve(self, need: int, exact: bool = False) -> None:
         if need > len(self._arr):
-            cap = max(need, 2 * len(self._arr), _MIN_CAPACITY)
+            cap = need if exact else max(need, 2 * len(self._arr), _MIN_CAPACITY)
             self._arr = self._mem.grown(self._arr, self.n, cap)
             self._all = self._arr.data
+            self.view = self._all[: self.n]
 
     def append(self, flag: int) -> None:
         n = self.n

@@ -205,6 +205,7 @@ def restore_topic(
     at = 0
     if refs and read_sealed is None:
         raise ValueError(f"snapshot of {t.name!r} references sealed segments: no reader")
+    t.flags.reserve(max(head - t.origin + 1, 0))  # a flag for every slot up to the head
     if refs and not records:  # every slot up to the last reference goes to `frozen`
         t.frozen.reserve(max(min(refs[-1].last, head) - t.origin + 1, 0))
     for n, (ref, rows) in enumerate(

@@ -150,8 +150,8 @@ class TopicState:
 
     @property
     def dead(self) -> memoryview:
-        """Every slot's dead flag, `[0, slot_count)`: a view, valid until the next slot is
-        added or the front compacted; a slice is a view too (copy it with `bytes` to keep)."""
+        """Every slot's dead flag, `[0, slot_count)`: a view, valid until the flags grow or
+        the front is compacted; a slice is a view too (copy it with `bytes` to keep)."""
         return self.flags.view
 
     @property
