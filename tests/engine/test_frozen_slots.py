@@ -7,6 +7,7 @@ floors."""
 
 from __future__ import annotations
 
+import tracemalloc
 from bisect import bisect_left, bisect_right
 from typing import Any
 
@@ -266,12 +267,14 @@ TS_RUNS = st.lists(
     bits=st.integers(0, 4),
     cut=st.integers(0, 80),
     probes=st.lists(st.integers(-5, 5), max_size=6),
+    chunk=st.integers(1, 40),
 )
 def test_ts_column_holds_and_searches_like_a_list(
-    runs: list[tuple[int, int]], start: int, bits: int, cut: int, probes: list[int]
+    runs: list[tuple[int, int]], start: int, bits: int, cut: int, probes: list[int], chunk: int
 ) -> None:
     """Offsets within blocks, and the switch to plain values when a block spans more
-    than 32 bits: every value, slice and search as a list and `bisect` give them."""
+    than 32 bits (also midway through a prefix drop's re-encoding): every value, slice
+    and search as a list and `bisect` give them."""
     want: list[int] = []
     col = TsColumn(bits)
     at = start
@@ -281,7 +284,7 @@ def test_ts_column_holds_and_searches_like_a_list(
         want += values
         col.extend(np.array(values, np.int64))
     k = min(cut, len(want))
-    col.drop_prefix(k)
+    col.drop_prefix(k, chunk)  # re-encoded `chunk` values at a time
     want = want[k:]
     assert col.n == len(want) and col.values(0, col.n).tolist() == want
     assert [col.at(i) for i in range(col.n)] == want
@@ -302,3 +305,21 @@ def test_byte_cut_matches_the_walk(excess: int) -> None:
         walked -= fr.size_at(i)
         i += 1
     assert fr.byte_cut(0, 4, excess) == i
+
+
+def test_a_prefix_drop_reencodes_without_a_heap_spike() -> None:
+    """A capped topic's compaction drops the front half of millions of frozen slots; the
+    rest must not be decoded into one int64 temporary (and three more while encoding)."""
+    n = 4_000_000
+    col = TsColumn()
+    col.extend(np.arange(n, dtype=np.int64) * 3)
+    tracemalloc.start()
+    try:
+        col.drop_prefix(1_000_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert col.n == 3_000_000 and col.values(0, 3).tolist() == [3_000_000, 3_000_003, 3_000_006]
+    assert col.at(col.n - 1) == 3 * (n - 1)
+    # the new 4-byte column itself is 12 MB; one int64 copy of the rest alone would be 24
+    assert peak < 24_000_000, f"{peak / 1e6:.0f} MB of temporaries"

@@ -62,6 +62,8 @@ HEAP = HeapMemory()
 # Codes are as narrow as the table allows, widening as it grows past each limit.
 _WIDTHS = ((0xFF, np.uint8), (0xFFFF, np.uint16), (0xFFFFFFFF, np.uint32))
 _U32 = 0xFFFFFFFF
+# How many `ts` values a prefix drop re-encodes at a time (~8 MB of temporaries).
+REENCODE_CHUNK = 1 << 18
 
 
 def _width(largest: int) -> type[np.unsignedinteger]:
@@ -171,14 +173,19 @@ class TsColumn:
             return self._wide[at]
         return cast("npt.NDArray[np.int64]", self._base[at >> self._bits] + self._off[at])
 
-    def drop_prefix(self, k: int) -> None:
+    def drop_prefix(self, k: int, chunk: int = REENCODE_CHUNK) -> None:
         """Forget the first `k` values; the rest are encoded afresh (their blocks move), in
-        4 bytes each again if they now fit."""
-        rest = self.values(k, self.n)
+        4 bytes each again if they now fit. `chunk` values at a time: decoding and encoding
+        take ~32 bytes of temporary heap per value, which for a whole column of millions
+        was a spike of hundreds of MB at every compaction of a capped topic."""
+        old = TsColumn(self._bits, self._mem)
+        old.n, old._off, old._base, old._wide = self.n, self._off, self._base, self._wide
         self.n = 0
         self._wide = None
         self._off, self._base = np.empty(0, np.uint32), np.empty(0, np.int64)
-        self.extend(rest)
+        self.reserve(old.n - k)
+        for a in range(k, old.n, chunk):
+            self.extend(old.values(a, min(a + chunk, old.n)))
 
     @property
     def wide(self) -> bool:
