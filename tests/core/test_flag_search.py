@@ -4,6 +4,8 @@ hands them — and across the window sizes they switch between."""
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -51,18 +53,39 @@ def test_the_kth_live_slot_far_past_the_first_window() -> None:
     assert nth_live(dead, 0, 50_005, 6) == -1  # `hi` bounds the search
 
 
-def test_k_must_be_positive() -> None:
+def test_k_must_be_positive_and_lo_not_negative() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         nth_live(b"\x00", 0, 1, 0)
+    with pytest.raises(ValueError, match="negative"):
+        find_live(b"\x00", -1, 1)
+    with pytest.raises(ValueError, match="negative"):
+        count_dead(b"\x01", -1, 1)
 
 
 @pytest.mark.parametrize("lo", [0, 1, 7])
 def test_a_live_slot_on_every_window_edge_is_found(lo: int) -> None:
-    # windows: 256 flags, then 1,024, 4,096, 16,384 ... (or 2k for the k-th live slot)
-    edges = [256, 1280, 5376, 21760]
+    # windows: 256 flags, then 1,024, 4,096, 16,384, then 65,536 at a time
+    edges = [256, 1280, 5376, 21760, 87296, 152832]
     for p in sorted({lo + e + d for e in edges for d in (-1, 0, 1)}):
         dead = bytearray([1] * p + [0] + [1] * 3 + [0])
         assert find_live(dead, lo, len(dead)) == p
         assert nth_live(dead, lo, len(dead), 2) == p + 4
         for k in (1, 2, 3):
             assert nth_live(dead, lo, len(dead), k) == nth_live_walk(dead, lo, len(dead), k)
+
+
+def test_a_long_search_keeps_its_temporaries_small() -> None:
+    """A search past millions of dead flags (a front popped past a large delete) works a
+    bounded window at a time: no array the size of the run."""
+    dead = np.ones(10_000_000, np.uint8)
+    dead[9_999_990] = 0
+    view = dead.data
+    tracemalloc.start()
+    try:
+        assert find_live(view, 0, len(view)) == 9_999_990
+        assert nth_live(view, 0, len(view), 1) == 9_999_990
+        assert count_dead(view, 0, len(view)) == 9_999_999
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000, f"{peak / 1e6:.1f} MB of temporaries"

@@ -4,6 +4,8 @@ scratch memory (where growth maps the file anew and pages may leave the process)
 
 from __future__ import annotations
 
+import gc
+import tracemalloc
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -76,3 +78,18 @@ def test_large_flags_leave_the_heap_for_scratch(tmp_path: Path) -> None:
     view = flags.view
     sp.release_resident()
     assert bytes(view[-11:]) == b"\x00" + b"\x01" * 10
+
+
+def test_dropping_most_flags_gives_their_room_back() -> None:
+    tracemalloc.start()
+    try:
+        flags = SlotFlags(HEAP)
+        flags.extend(bytes(1_000_000))
+        held, _ = tracemalloc.get_traced_memory()
+        flags.drop_prefix(999_000)
+        gc.collect()
+        current, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert bytes(flags.view) == bytes(1_000)
+    assert held >= 1_000_000 and current < 100_000  # the large array is gone

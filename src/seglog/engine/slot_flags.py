@@ -27,12 +27,13 @@ _MIN_CAPACITY = 256
 class SlotFlags:
     """The flags of slots `[0, n)`: 1 = dead (deleted, a hole or popped), 0 = live."""
 
-    __slots__ = ("_all", "_arr", "_mem", "n", "view")
+    __slots__ = ("_all", "_arr", "_cap", "_mem", "n", "view")
 
     def __init__(self, mem: ColumnMemory = HEAP) -> None:
         self._mem = mem
         self._arr: npt.NDArray[Any] = np.zeros(0, np.uint8)
         self._all = self._arr.data
+        self._cap = 0
         self.n = 0
         self.view = self._all[:0]
 
@@ -41,15 +42,16 @@ class SlotFlags:
         self._reserve(self.n + k, exact=True)
 
     def _reserve(self, need: int, exact: bool = False) -> None:
-        if need > len(self._arr):
-            cap = need if exact else max(need, 2 * len(self._arr), _MIN_CAPACITY)
+        if need > self._cap:
+            cap = need if exact else max(need, 2 * self._cap, _MIN_CAPACITY)
             self._arr = self._mem.grown(self._arr, self.n, cap)
             self._all = self._arr.data
+            self._cap = cap
             self.view = self._all[: self.n]
 
     def append(self, flag: int) -> None:
         n = self.n
-        if n == len(self._arr):
+        if n == self._cap:
             self._reserve(n + 1)
         self._all[n] = flag
         self.n = n + 1
@@ -63,8 +65,17 @@ class SlotFlags:
         self.view = self._all[: n + k]
 
     def drop_prefix(self, k: int) -> None:
-        """Forget the flags of slots `[0, k)`; slot `k` becomes slot 0."""
+        """Forget the flags of slots `[0, k)`; slot `k` becomes slot 0. The room shrinks
+        with them when most of it would stand empty."""
         n = self.n
-        self._arr[: n - k] = self._arr[k:n]  # numpy copies overlapping ranges correctly
-        self.n = n - k
-        self.view = self._all[: n - k]
+        left = n - k
+        if self._cap > 4 * max(left, _MIN_CAPACITY):
+            self._cap = max(2 * left, _MIN_CAPACITY)
+            arr = self._mem.empty(self._cap, np.uint8)
+            arr[:left] = self._arr[k:n]
+            self._arr = arr
+            self._all = arr.data
+        else:
+            self._arr[:left] = self._arr[k:n]  # numpy copies overlapping ranges correctly
+        self.n = left
+        self.view = self._all[:left]

@@ -104,7 +104,7 @@ class TopicState:
     front: int = 0
     # the oldest slots, `[0, frozen.n)`, whose payloads are only in sealed segments ...
     frozen: FrozenSlots = field(default_factory=FrozenSlots)
-    # ... and the others, `[frozen.n, len(dead))`, in list columns (`_ts[i - frozen.n]`)
+    # ... and the others, `[frozen.n, flags.n)`, in list columns (`_ts[i - frozen.n]`)
     _ts: list[int] = field(default_factory=list)
     _data: list[builtins.bytes | None] = field(default_factory=list)
     _meta: list[builtins.bytes | None] = field(default_factory=list)
@@ -161,11 +161,11 @@ class TopicState:
     @property
     def end_seq(self) -> int:
         """One past the last slot."""
-        return self.origin + len(self.dead)
+        return self.origin + self.flags.n
 
     @property
     def slot_count(self) -> int:
-        return len(self.dead)
+        return self.flags.n
 
     def floors(self) -> Floors:
         return Floors(
@@ -361,12 +361,12 @@ class TopicState:
 
     def is_live(self, seq: int) -> bool:
         i = seq - self.origin
-        return self.front <= i < len(self.dead) and not self.dead[i] and seq >= self.earliest()
+        return self.front <= i < self.flags.n and not self.dead[i] and seq >= self.earliest()
 
     def liveness(self) -> Callable[[int], bool]:
         """`is_live` for many seqs in a row under the lock: the floors are read once."""
         lo = max(self.earliest() - self.origin, self.front)
-        origin, n, dead = self.origin, len(self.dead), self.dead
+        origin, n, dead = self.origin, self.flags.n, self.dead
 
         def live(seq: int) -> bool:
             i = seq - origin
@@ -383,7 +383,7 @@ class TopicState:
             return sum(1 for s in seqs if live(s))
         at = np.fromiter(seqs, np.int64, n) - self.origin
         lo = max(self.earliest() - self.origin, self.front)
-        at = at[(at >= lo) & (at < len(self.dead))]
+        at = at[(at >= lo) & (at < self.flags.n)]
         # A copy of the picked flags, not a view kept: `dead` must stay resizable.
         dead_picked = np.frombuffer(self.dead, np.uint8)[at]
         return int(len(at) - np.count_nonzero(dead_picked))
@@ -391,7 +391,7 @@ class TopicState:
     def kill(self, seq: int) -> int:
         """Mark a live slot deleted; returns its bytes (or -1 if it was not live)."""
         i = seq - self.origin
-        if not (self.front <= i < len(self.dead)) or self.dead[i]:
+        if not (self.front <= i < self.flags.n) or self.dead[i]:
             return -1
         j = i - self.frozen.n
         if j < 0:
@@ -536,7 +536,7 @@ class TopicState:
 
     def _slot_tag(self, seq: int) -> str | None:
         i = seq - self.origin
-        if not self.front <= i < len(self.dead):
+        if not self.front <= i < self.flags.n:
             return None
         j = i - self.frozen.n
         return self.frozen.tag_at(i) if j < 0 else self._tag[j]
@@ -549,7 +549,7 @@ class TopicState:
             return None
         evict, expiry = self.evict_floor, self.expiry_floor
         moved_wm = False
-        lo, hi = self.front, len(self.dead)
+        lo, hi = self.front, self.flags.n
         if cfg.ttl_ms > 0 and lo < hi:
             cut = self._ttl_cut(lo, hi, now, cfg.ttl_ms)
             if cut > lo:
@@ -601,7 +601,7 @@ class TopicState:
     def size_sum(self, a: int, b: int) -> int:
         """The bytes of the slots `[a, b)` (dead ones count 0)."""
         f = self.frozen.n
-        b = min(b, len(self.dead))
+        b = min(b, self.flags.n)
         if a >= b:
             return 0
         if b <= f:
@@ -624,10 +624,12 @@ class TopicState:
         """The evict floor that leaves exactly the newest `cap_records` live records above
         `floor` (0 when they fit)."""
         start = max(self.front, floor + 1 - self.origin)
-        end = len(self.dead)
+        end = self.flags.n
         if start >= end:
             return 0
-        below = start - self.front - count_dead(self.dead, self.front, start)
+        below = start - self.front
+        if below:
+            below -= count_dead(self.dead, self.front, start)
         cut = record_cap_cut(self.dead, start, end, self.count - below - self.config.cap_records)
         return self.origin + cut if cut >= 0 else 0
 
@@ -647,7 +649,7 @@ class TopicState:
     def pop_front(self) -> None:
         """§4.2 step 5: pop every slot below earliest_seq and the dead run after it."""
         stop = self.earliest() - self.origin
-        n = len(self.dead)
+        n = self.flags.n
         i = self.front
         f = self.frozen.n
         if i < min(stop, f):
@@ -813,7 +815,7 @@ class TopicState:
         """New lists of the `ts`, node, tag, data, meta and size columns of the slots
         `[a, b)` (`0 <= a`; a frozen slot's data and meta are None)."""
         f = self.frozen.n
-        b = min(b, len(self.dead))
+        b = min(b, self.flags.n)
         if a >= b:
             return [], [], [], [], [], []
         if a >= f:
@@ -890,7 +892,7 @@ class TopicState:
                                       str | None, str | None]:  # fmt: skip
         """`(ts, data, meta, node, tag)` of `seq`'s slot (data None: in a sealed segment)."""
         i = seq - self.origin
-        if not 0 <= i < len(self.dead):
+        if not 0 <= i < self.flags.n:
             raise IndexError(f"seq {seq} has no slot in {self.name!r}")
         j = i - self.frozen.n
         if j < 0:
@@ -939,6 +941,6 @@ class TopicState:
     def live_records(self) -> Iterable[int]:
         """Seqs of live slots at or above earliest_seq (snapshot capture, sealing checks)."""
         start = max(self.front, self.earliest() - self.origin)
-        for i in range(start, len(self.dead)):
+        for i in range(start, self.flags.n):
             if not self.dead[i]:
                 yield self.origin + i
