@@ -144,10 +144,10 @@ class TopicState:
     segments: Any = None  # TopicSegments for persistent topics (engine-owned)
     leases: Any = None  # LeaseBook of a queue topic, created on first use (engine.queues)
 
-    # ---- derived values -------------------------------------------------------------
     def __post_init__(self) -> None:
         self.flags = SlotFlags(self.frozen.memory)
 
+    # ---- derived values -------------------------------------------------------------
     @property
     def dead(self) -> memoryview:
         """Every slot's dead flag, `[0, slot_count)`: a view, valid until the flags grow or
