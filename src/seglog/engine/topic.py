@@ -384,7 +384,6 @@ class TopicState:
         at = np.fromiter(seqs, np.int64, n) - self.origin
         lo = max(self.earliest() - self.origin, self.front)
         at = at[(at >= lo) & (at < self.flags.n)]
-        # A copy of the picked flags, not a view kept: `dead` must stay resizable.
         dead_picked = np.frombuffer(self.dead, np.uint8)[at]
         return int(len(at) - np.count_nonzero(dead_picked))
 
@@ -435,7 +434,7 @@ class TopicState:
         if a >= b:
             return {}
         labels, codes = self.frozen.tag_codes(a, b)
-        live = np.frombuffer(bytes(self.dead[a:b]), np.uint8) == 0
+        live = np.frombuffer(self.dead[a:b], np.uint8) == 0
         rows = np.flatnonzero(live & (codes != 0))
         if not len(rows):
             return {}
@@ -690,7 +689,7 @@ class TopicState:
                     fr.zero_size(i)
                     dead[i] = 1
             return b
-        rows = np.flatnonzero(np.frombuffer(bytes(self.dead[a:b]), np.uint8) == 0)
+        rows = np.flatnonzero(np.frombuffer(self.dead[a:b], np.uint8) == 0)
         if len(rows):
             self.count -= len(rows)
             self.bytes -= int(self.frozen.sizes(a, b)[rows].sum(dtype=np.int64))
@@ -930,7 +929,7 @@ class TopicState:
     def live_runs(self) -> list[tuple[int, int]]:
         """`live_records` as inclusive (first, last) runs of consecutive seqs, ascending."""
         start = max(self.front, self.earliest() - self.origin)
-        live = np.frombuffer(bytes(self.dead[start:]), np.uint8) == 0
+        live = np.frombuffer(self.dead[start:], np.uint8) == 0
         if not live.any():
             return []
         edges = np.diff(np.concatenate(([False], live, [False])).astype(np.int8))
