@@ -22,6 +22,7 @@ from seglog.http import topics
 from seglog.http.app import build_app
 from seglog.http.app_state import ServerState
 from seglog.http.auth import KeyRing
+from seglog.http.routes import direct_endpoint
 from seglog.model import TopicConfig
 
 KEY = "k-internal-errors"
@@ -236,3 +237,41 @@ async def test_a_failed_ack_wakes_every_work_stream_of_the_queue(
     async with httpx.AsyncClient(transport=transport, base_url="http://seglog.test") as c:
         r = await c.post("/v0/topics/q/ack", json={"node": "w", "seqs": [1]})
     assert r.status_code == 500 and other.is_set()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "direct"),
+    [("GET", "/v0/routers", False), ("GET", "/v0/topics/t3", True)],
+)
+async def test_internal_errors_are_logged_on_both_dispatch_paths(
+    client: httpx.AsyncClient,
+    engine: Engine,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    method: str,
+    path: str,
+    direct: bool,
+) -> None:
+    """Data-plane routes bypass Starlette's router (`routes.direct_endpoint`); the rest go
+    through it. A 500 is logged once and answered the same way on both."""
+    assert (direct_endpoint(method, path) is not None) is direct
+
+    def wal_failed(*_args: Any, **_kwargs: Any) -> None:
+        raise SeglogError(ErrorCode.INTERNAL, "engine failed")
+
+    def broken(*_args: Any, **_kwargs: Any) -> None:
+        raise KeyError("broken")
+
+    monkeypatch.setattr(engine, "list_routers", wal_failed)
+    monkeypatch.setattr(engine, "prepare_read", wal_failed)
+    caplog.set_level(logging.ERROR, logger="seglog")
+    err = internal_error(await client.request(method, path))
+    assert err["message"] == "engine failed"
+    assert_logged_once(caplog, SeglogError, method, path)
+
+    caplog.clear()
+    monkeypatch.setattr(engine, "list_routers", broken)
+    monkeypatch.setattr(engine, "prepare_read", broken)
+    err = internal_error(await client.request(method, path))
+    assert "KeyError" in err["message"]
+    assert_logged_once(caplog, KeyError, method, path)

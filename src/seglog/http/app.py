@@ -34,7 +34,7 @@ from seglog.http.app_state import ServerState as ServerState  # the composition 
 from seglog.http.auth import Principal, bearer_token
 from seglog.http.common import body_ended_early
 from seglog.http.errors import error_response, status_for
-from seglog.http.routes import route_table
+from seglog.http.routes import Endpoint, direct_endpoint, route_table
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,13 @@ def log_internal(exc: BaseException, scope: MutableMapping[str, Any]) -> None:
     )
 
 
+def domain_error_response(exc: SeglogError, scope: MutableMapping[str, Any]) -> Response:
+    """A `SeglogError` answered with its canonical body (and logged, if it is a 500)."""
+    if status_for(exc.code) == 500:
+        log_internal(exc, scope)
+    return error_response(exc)
+
+
 def _internal(exc: BaseException) -> SeglogError:
     return SeglogError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
 
@@ -68,7 +75,7 @@ def _internal(exc: BaseException) -> SeglogError:
 class Guard:
     """Pure-ASGI middleware: auth before routing, in-flight caps, readiness."""
 
-    def __init__(self, app: ASGIApp, state: ServerState) -> None:
+    def __init__(self, app: Starlette, state: ServerState) -> None:
         self.app = app
         self.state = state
 
@@ -149,7 +156,11 @@ class Guard:
                 return
             st.inflight[key] = n + 1
         try:
-            await self.app(scope, receive, send)
+            direct = None if scope.get("root_path") else direct_endpoint(scope["method"], path)
+            if direct is None:
+                await self.app(scope, receive, send)
+            else:
+                await self._direct(direct[0], direct[1], scope, receive, send)
         finally:
             if key is not None and cap:
                 left = st.inflight.get(key, 1) - 1
@@ -157,6 +168,25 @@ class Guard:
                     st.inflight[key] = left
                 else:
                     st.inflight.pop(key, None)
+
+    async def _direct(
+        self, endpoint: Endpoint, topic: str, scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        """A data-plane request straight to its handler: what Starlette's router and its
+        two exception layers would do for it, without their per-request wrappers (~20 % of
+        a small request's time on the loop: BENCHMARKS.md, "The data plane's direct
+        dispatch"). Errors are answered as `build_app`'s handlers answer them; anything
+        else reaches `__call__`, which logs it and answers 500 as Starlette's would."""
+        scope["app"] = self.app
+        scope["path_params"] = {"topic": topic}
+        request = Request(scope, receive, send)
+        try:
+            response = await endpoint(request)
+        except SeglogError as exc:
+            response = domain_error_response(exc, scope)
+        except ClientDisconnect:
+            response = error_response(body_ended_early())
+        await response(scope, receive, send)
 
 
 def _first_query(scope: Scope, name: str) -> str | None:
@@ -190,9 +220,7 @@ def build_app(state: ServerState) -> ASGIApp:
 
     async def domain_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SeglogError)
-        if status_for(exc.code) == 500:
-            log_internal(exc, request.scope)
-        return error_response(exc)
+        return domain_error_response(exc, request.scope)
 
     async def client_gone(_request: Request, _exc: Exception) -> Response:
         # A body read outside `read_body` hit the end of the stream: still bad input.

@@ -18,6 +18,22 @@ from seglog.http import console, health, queues, records, routers, topics, watch
 
 ANY_METHOD = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
 
+Endpoint = Callable[[Request], Awaitable[Response]]
+
+# The routes under one topic whose handler answers with a complete response (no stream):
+# `/v0/topics/{topic}` itself ("") and its fixed sub-paths. `app.Guard` dispatches these
+# straight to their handler, in front of Starlette's router (see `direct_endpoint`).
+TOPIC_DATA_PLANE: dict[str, Endpoint] = {
+    "": topics.topic_root,
+    "diff": records.diff,
+    "delete": records.delete,
+    "claim": queues.claim,
+    "ack": queues.ack,
+    "nack": queues.nack,
+    "extend": queues.extend,
+}
+_TOPICS = "/v0/topics/"
+
 
 def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseRoute]:
     return [
@@ -28,13 +44,10 @@ def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseR
         Route("/v0/metrics", health.metrics, methods=["GET"]),
         Route("/v0/openapi.json", openapi, methods=["GET"]),
         Route("/v0/topics", topics.list_topics, methods=["GET"]),
-        Route("/v0/topics/{topic}", topics.topic_root, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/diff", records.diff, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/delete", records.delete, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/claim", queues.claim, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/ack", queues.ack, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/nack", queues.nack, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/extend", queues.extend, methods=ANY_METHOD),
+        *(
+            Route(f"/v0/topics/{{topic}}{'/' + sub if sub else ''}", endpoint, methods=ANY_METHOD)
+            for sub, endpoint in TOPIC_DATA_PLANE.items()
+        ),
         Route("/v0/topics/{topic}/work", work_stream.open_work, methods=ANY_METHOD),
         Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
         Route("/v0/routers", routers.list_routers, methods=["GET"]),
@@ -46,3 +59,16 @@ def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseR
         Route("/console", console.page, methods=["GET"]),
         Route("/console/{name}", console.asset, methods=["GET"]),
     ]
+
+
+def direct_endpoint(method: str, path: str) -> tuple[Endpoint, str] | None:
+    """The handler and topic name of a data-plane request, matched exactly as the route
+    table would match it (`{topic}` is one non-empty segment; `ANY_METHOD` only), or `None`
+    for anything else, which goes through Starlette's router."""
+    if not path.startswith(_TOPICS) or method not in ANY_METHOD:
+        return None
+    name, sep, sub = path[len(_TOPICS) :].partition("/")
+    if not name or (sep and not sub):
+        return None
+    endpoint = TOPIC_DATA_PLANE.get(sub)
+    return None if endpoint is None else (endpoint, name)
