@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 from seglog.core.watermarks import (
     Floors,
     byte_cap_cut,
+    earliest_above,
     earliest_seq,
     involuntary_floor,
     record_cap_cut,
@@ -118,3 +119,22 @@ def test_record_cap_cut_keeps_exactly_the_newest_live(dead_flags: list[bool], ca
     cut = record_cap_cut(dead, 0, len(dead), len(live) - cap)
     kept = [i for i in live if i > cut]
     assert kept == live[-cap:] if cap else kept == []
+
+
+@given(
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(1, 60),
+    st.integers(0, 60),
+)
+def test_earliest_seq_is_the_documented_formula(
+    ev: int, ex: int, tr: int, de: int, base: int, head: int
+) -> None:
+    """`earliest_seq = min(H + 1, max(base_seq, clamp(max(floors) + 1, 1, H + 1)))`, the
+    same whether asked with the floors or with their highest (`earliest_above`)."""
+    clamp = min(max(max(ev, ex, tr, de) + 1, 1), head + 1)
+    expected = min(head + 1, max(base, clamp))
+    assert earliest_seq(Floors(ev, ex, tr, de), base, head) == expected
+    assert earliest_above(max(ev, ex, tr, de), base, head) == expected

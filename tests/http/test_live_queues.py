@@ -159,7 +159,15 @@ def test_settle_validation_precedes_topic_lookup(client: httpx.Client, tname: Na
             400,
             "invalid_request",
         )
-        for bad in ("lease_", "lease_XYZ", "lease_1A", "1f", "lease_-1"):
+        for bad in (
+            "lease_",
+            "lease_XYZ",
+            "lease_1A",
+            "1f",
+            "lease_-1",
+            "lease_1\n",
+            "lease_\u0661",
+        ):
             r = client.post(url, json={"node": "w", "seqs": [1], "lease_ids": [bad], **extra})
             error_of(r, 400, "invalid_request")
         error_of(client.post(url, json={"node": "w", "seqs": [-1], **extra}), 400,

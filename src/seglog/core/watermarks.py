@@ -35,7 +35,13 @@ def involuntary_floor(f: Floors, head: int) -> int:
 
 def earliest_seq(f: Floors, base_seq: int, head: int) -> int:
     top = max(f.evict_floor, f.expiry_floor, f.source_trim_floor, f.delete_floor)
-    return min(head + 1, max(base_seq, _clamp(top + 1, 1, head + 1)))
+    return earliest_above(top, base_seq, head)
+
+
+def earliest_above(top_floor: int, base_seq: int, head: int) -> int:
+    """`earliest_seq` given the highest of the four floors (no `Floors` to build: a queue's
+    claim and ack ask for it several times each)."""
+    return min(head + 1, max(base_seq, _clamp(top_floor + 1, 1, head + 1)))
 
 
 def tombstone_reason(f: Floors, gap_from: int) -> TombstoneReason:

@@ -33,7 +33,7 @@ from seglog.core.flag_search import count_dead, find_live
 from seglog.core.watermarks import (
     Floors,
     byte_cap_cut,
-    earliest_seq,
+    earliest_above,
     involuntary_floor,
     record_cap_cut,
     tombstone_for,
@@ -173,7 +173,8 @@ class TopicState:
         )
 
     def earliest(self) -> int:
-        return earliest_seq(self.floors(), self.base_seq, self.head)
+        top = max(self.evict_floor, self.expiry_floor, self.source_trim_floor, self.delete_floor)
+        return earliest_above(top, self.base_seq, self.head)
 
     def involuntary(self) -> int:
         return involuntary_floor(self.floors(), self.head)
@@ -378,6 +379,8 @@ class TopicState:
         """How many of `seqs` are live (`is_live` of each), counted with numpy over the
         dead flags when there are many."""
         n = len(seqs)
+        if n == 0:
+            return 0
         if n < 32:
             live = self.liveness()
             return sum(1 for s in seqs if live(s))

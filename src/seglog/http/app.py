@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http import openapi
-from seglog.http.app_state import RAW_SEND
+from seglog.http.app_state import RAW_SEND, STATE
 from seglog.http.app_state import ServerState as ServerState  # the composition root's import
 from seglog.http.auth import Principal, bearer_token
 from seglog.http.common import body_ended_early
@@ -80,6 +80,7 @@ class Guard:
         self.state = state
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        scope[STATE] = self.state
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -240,5 +241,4 @@ def build_app(state: ServerState) -> ASGIApp:
         },
     )
     app.router.redirect_slashes = False  # `/v0/topics/` is 404, never a redirect
-    app.state.seglog = state
     return Guard(app, state)

@@ -29,6 +29,7 @@ from seglog.http.watch_sessions import WatchSessions
 log = logging.getLogger("seglog.http")
 GATHER_WINDOW_S = 0.002
 RAW_SEND = "seglog.raw_send"  # scope key: the server's own `send`, set by `app.Guard`
+STATE = "seglog.state"  # scope key: the `ServerState`, set by `app.Guard`
 
 
 @dataclass
@@ -168,6 +169,8 @@ class ServerState:
 
 
 def server_state(request: Request) -> ServerState:
-    st = request.app.state.seglog
+    """Read from the scope, where `app.Guard` put it: several times cheaper than Starlette's
+    `request.app.state`, and handlers ask for it more than once per request."""
+    st = request.scope[STATE]
     assert isinstance(st, ServerState)
     return st

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ MAX_NODE_BYTES = 128
 U32_MAX = 2**32 - 1
 DELAY_MS_MAX = 86_400_000
 LEASE_PREFIX = "lease_"
+_LEASE_ID = re.compile(LEASE_PREFIX + "([0-9a-f]+)")  # ASCII only: ranges are code points
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,17 +106,13 @@ def _settle_fields(body: dict[str, Any]) -> tuple[str, list[int], list[int]]:
 def _fence(wire: str) -> int:
     if wire == "":
         return 0
-    digits = wire[len(LEASE_PREFIX) :]
-    if (
-        not wire.startswith(LEASE_PREFIX)
-        or not digits
-        or not all(c in "0123456789abcdef" for c in digits)
-    ):
+    m = _LEASE_ID.fullmatch(wire)
+    if m is None:
         raise invalid(
             f'lease id {wire[:64]!r} is not "" or lease_<lowercase hex>',
             {"lease_id": wire[:64]},
         )
-    return int(digits, 16)
+    return int(m[1], 16)
 
 
 def parse_ack(obj: Any) -> SettleRequest:

@@ -14,14 +14,14 @@ from starlette.responses import Response
 from starlette.websockets import WebSocket
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http.app_state import ServerState
+from seglog.http.app_state import STATE, ServerState
 from seglog.http.auth import bearer_token
 from seglog.http.errors import error_response
 from seglog.http.ws_session import WsSession
 
 
 async def endpoint(websocket: WebSocket) -> None:
-    st = websocket.app.state.seglog
+    st = websocket.scope[STATE]
     assert isinstance(st, ServerState)
     if not st.db.ready or st.shutting_down:
         code = ErrorCode.NOT_READY if not st.db.ready else ErrorCode.SHUTTING_DOWN
