@@ -29,6 +29,14 @@ def elapsed_ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
+def query_value(request: Request, name: str) -> str | None:
+    """`request.query_params.get(name)`, without building Starlette's `QueryParams` for a
+    request that has no query string (most data-plane requests: ~5 % of a small write)."""
+    if not request.scope.get("query_string"):
+        return None
+    return request.query_params.get(name)
+
+
 def principal(request: Request) -> Principal:
     p = request.scope.get("seglog.principal")
     assert isinstance(p, Principal)

@@ -14,6 +14,7 @@ from seglog.http.common import (
     elapsed_ms,
     json_body,
     json_response,
+    query_value,
     read_body,
     require,
     started,
@@ -64,7 +65,7 @@ async def get_topic(request: Request) -> Response:
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.READ,), name)
-    touch = parse_bool_query(request.query_params.get("touch"), True)
+    touch = parse_bool_query(query_value(request, "touch"), True)
     info = await server_state(request).db.get_topic(name, touch)
     return json_response(encode_topic_info(info, elapsed_ms(t0)))
 
@@ -86,7 +87,7 @@ async def delete_topic(request: Request) -> Response:
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.DELETE,), name)
-    if_empty = parse_bool_query(request.query_params.get("if_empty"), False)
+    if_empty = parse_bool_query(query_value(request, "if_empty"), False)
     res = await server_state(request).db.drop_topic(name, if_empty)
     return json_response(encode_drop_topic(res, elapsed_ms(t0)))
 
@@ -126,7 +127,7 @@ async def append(request: Request) -> Response:
     res = await st.db.write(
         name, req.records, node=req.node, idempotency_key=key, create=req.create, config=config
     )
-    return_seqs = parse_bool_query(request.query_params.get("return_seqs"), True)
+    return_seqs = parse_bool_query(query_value(request, "return_seqs"), True)
     body = encode_write_result(res, return_seqs, elapsed_ms(t0))
     return json_response(body, 201 if res.created else 200)
 
