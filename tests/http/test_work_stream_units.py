@@ -11,6 +11,7 @@ import pytest
 
 from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
+from seglog.engine.aio import Kick
 from seglog.engine.queues import Job
 from seglog.http import work_stream
 from seglog.http.queue_request import WorkQuery
@@ -56,19 +57,33 @@ class FakeState:
 
         self.db = FakeDb()
         self.shutting_down = False
-        self.work_kicks: dict[str, dict[int, asyncio.Event]] = {}
+        self.work_kicks: dict[str, dict[int, Kick]] = {}
         self.appended = asyncio.Event()
         self.queue_settled = ServerState.queue_settled.__get__(self)
         self.work_kick = ServerState.work_kick.__get__(self)
         self.drop_work_kick = ServerState.drop_work_kick.__get__(self)
 
-    async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
+    async def wait_for_append(
+        self, topics: list[str], timeout_s: float, kick: Kick | None = None
+    ) -> bool:
+        """The real one's contract: an append (here: `appended`), `kick`, or the timeout."""
+        if kick is not None and kick.is_set():
+            return True
+        settled: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        if kick is not None:
+            kick.arm(settled)
+        appended = asyncio.ensure_future(self.appended.wait())
         try:
-            await asyncio.wait_for(self.appended.wait(), timeout_s)
-        except TimeoutError:
-            return False
-        self.appended.clear()
-        return True
+            done, _ = await asyncio.wait(
+                (settled, appended), timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            if kick is not None:
+                kick.arm(None)
+            appended.cancel()
+        if appended in done:
+            self.appended.clear()
+        return bool(done)
 
 
 @pytest.fixture

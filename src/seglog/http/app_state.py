@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 
 from seglog.config import Settings
-from seglog.engine.aio import AppendWaiters
+from seglog.engine.aio import AppendWaiters, Kick
 from seglog.engine.engine import Engine
 from seglog.errors import throttled
 from seglog.http.async_engine import AsyncEngine
@@ -48,7 +48,7 @@ class ServerState:
     # Per queue topic, per `/work` connection: set when the stream may refill (its jobs
     # acked, or jobs released for anyone), so it refills at once instead of at its next
     # 250 ms re-check.
-    work_kicks: dict[str, dict[int, asyncio.Event]] = field(default_factory=dict)
+    work_kicks: dict[str, dict[int, Kick]] = field(default_factory=dict)
     started_monotonic: float = 0.0
 
     def __post_init__(self) -> None:
@@ -59,13 +59,15 @@ class ServerState:
         self.feed = TopicFeed(self.db)
         self.fanout = LiveFanout(self.feed, writers_active=self.db.writers_active)
 
-    async def wait_for_append(self, topics: list[str], timeout_s: float) -> bool:
-        """Wait for an append to (or the deletion of) any of `topics`, or shutdown."""
+    async def wait_for_append(
+        self, topics: list[str], timeout_s: float, kick: Kick | None = None
+    ) -> bool:
+        """Wait for an append to (or the deletion of) any of `topics`, shutdown, or `kick`."""
         if self.shutting_down:
             return False
         self.start(asyncio.get_running_loop())  # a stream may open before `serve` calls it
         assert self.waiters is not None
-        return await self.waiters.wait(topics, timeout_s)
+        return await self.waiters.wait(topics, timeout_s, kick)
 
     def queue_settled(self, topic: str, conns: Collection[int] | None = None) -> None:
         """Jobs of `topic` were settled: wake the `/work` streams of `conns` (an ack only
@@ -77,21 +79,21 @@ class ServerState:
         if not streams:
             return
         if conns is None:
-            for ev in streams.values():
-                ev.set()
+            for kick in streams.values():
+                kick.set()
             return
         for conn in conns:
-            kick = streams.get(conn)
-            if kick is not None:
-                kick.set()
+            held = streams.get(conn)
+            if held is not None:
+                held.set()
 
-    def work_kick(self, topic: str, conn: int) -> asyncio.Event:
-        """The event `queue_settled` sets for the `/work` stream `conn` of `topic`."""
+    def work_kick(self, topic: str, conn: int) -> Kick:
+        """The flag `queue_settled` sets for the `/work` stream `conn` of `topic`."""
         streams = self.work_kicks.setdefault(topic, {})
-        ev = streams.get(conn)
-        if ev is None:
-            ev = streams[conn] = asyncio.Event()
-        return ev
+        kick = streams.get(conn)
+        if kick is None:
+            kick = streams[conn] = Kick()
+        return kick
 
     def drop_work_kick(self, topic: str, conn: int) -> None:
         streams = self.work_kicks.get(topic)

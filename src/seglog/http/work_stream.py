@@ -106,16 +106,10 @@ class WorkStream:
         or jobs released for anyone), shutdown, or `timeout_s` (expiry is only seen by
         re-checking)."""
         kick = self.st.work_kick(self.topic, self.conn)
-        if kick.is_set():  # settled while this stream was claiming or sending
-            kick.clear()
-            return
-        settled = asyncio.ensure_future(kick.wait())
-        appended = asyncio.ensure_future(self.st.wait_for_append([self.topic], timeout_s))
         try:
-            await asyncio.wait((settled, appended), return_when=asyncio.FIRST_COMPLETED)
+            # At once if settled while this stream was claiming or sending.
+            await self.st.wait_for_append([self.topic], timeout_s, kick)
         finally:
-            settled.cancel()
-            appended.cancel()
             kick.clear()
 
     async def _claim(self, deficit: int) -> list[Job]:
