@@ -11,6 +11,7 @@ everything off the path wakes the stream for its own pass.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -535,6 +536,83 @@ def test_only_a_costly_round_with_writers_active_is_followed_by_a_pause() -> Non
     assert pause_after_round(big, 0.0, True) == 0.0
 
 
+def test_the_pause_follows_how_busy_the_rest_of_the_loop_kept_it() -> None:
+    from seglog.http.live_fanout import (
+        IDLE_BUSY,
+        IDLE_FACTOR,
+        MIN_PACED_ROUND_S,
+        SATURATED_BUSY,
+        pause_after_round,
+    )
+
+    big = MIN_PACED_ROUND_S * 5
+    full = big * IDLE_FACTOR
+    assert pause_after_round(big, IDLE_FACTOR, True, 1.0) == full
+    assert pause_after_round(big, IDLE_FACTOR, True, SATURATED_BUSY) == full
+    assert pause_after_round(big, IDLE_FACTOR, True, IDLE_BUSY) == 0.0
+    assert pause_after_round(big, IDLE_FACTOR, True, 0.0) == 0.0
+    middle = (IDLE_BUSY + SATURATED_BUSY) / 2
+    assert pause_after_round(big, IDLE_FACTOR, True, middle) == pytest.approx(full / 2)
+    assert pause_after_round(big, IDLE_FACTOR, False, 1.0) == 0.0  # no writers: never
+
+
+@given(
+    st.floats(0.0, 1.0),
+    st.floats(0.0, 10.0),
+    st.floats(-1.0, 10.0),
+    st.floats(0.0, 10.0),
+)
+def test_the_busy_estimate_is_a_clamped_running_average(
+    previous: float, wall0: float, gap: float, cpu_used: float
+) -> None:
+    from seglog.http.live_fanout import smoothed_busy
+
+    start = (wall0 + gap, 5.0 + cpu_used)
+    got = smoothed_busy(previous, (wall0, 5.0), start)
+    wall, cpu = start[0] - wall0, start[1] - 5.0  # as the readings' floats give them
+    if wall <= 0.0:
+        assert got == previous  # no gap to measure
+    else:
+        assert got == pytest.approx((previous + min(cpu / wall, 1.0)) / 2)
+    assert 0.0 <= got <= 1.0
+
+
+async def test_a_round_after_an_idle_loop_is_not_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers count as active, but the loop's CPU clock stood still between rounds (the
+    rest of its work left it idle): after a few rounds the pause is gone; a loop kept
+    saturated still gets all of it."""
+    monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", 1e-3)  # a costly round
+
+    async def send(_data: bytes) -> None:
+        pass
+
+    async def pauses(cpu_clock: Callable[[], float]) -> list[float]:
+        feed = LogFeed()
+        feed.heads["a"] = 0
+        fanout = LiveFanout(feed, cpu_clock=cpu_clock)
+        readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send)]
+        await settle()
+        loop = asyncio.get_running_loop()
+        out = []
+        for head in range(1, 5):
+            fanout._next_ok = 0.0  # each wake runs its round now: only the pause is read
+            feed.heads["a"] = head
+            before = loop.time()
+            fanout.wake("a")
+            await settle()
+            out.append(fanout._next_ok - before)
+        for r in readers:
+            r.shutdown = True
+        fanout.wake_all()
+        await settle()
+        return out
+
+    idle = await pauses(lambda: 0.0)
+    saturated = await pauses(time.perf_counter)
+    assert idle[-1] == pytest.approx(0.0, abs=1e-3) and idle[0] > idle[-1]
+    assert all(p > 1e-3 * IDLE_FACTOR for p in saturated)
+
+
 async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -550,7 +628,9 @@ async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it(
     feed.heads["a"] = 0
     per_byte = 1e-3  # large enough that nothing else in the round comes close
     monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", per_byte)
-    fanout = LiveFanout(feed)  # writers count as active
+    # Writers count as active, and the loop as saturated (its CPU clock runs with the wall
+    # clock): the whole pause.
+    fanout = LiveFanout(feed, cpu_clock=time.perf_counter)
     readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send) for _ in range(3)]
     await settle()
     sent.clear()

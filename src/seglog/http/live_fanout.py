@@ -42,8 +42,9 @@ from seglog.http.watch_request import DeliveryOptions
 log = logging.getLogger("seglog.http")
 
 # While writers are active (`AsyncEngine.writers_active`), a round that took `c` seconds is
-# followed by at least IDLE_FACTOR × c for everything else: fan-out takes at most a ninth
-# of a busy loop however many watchers there are, and appends that land meanwhile go out
+# followed by up to IDLE_FACTOR × c for everything else (all of it while the loop is
+# saturated, see SATURATED_BUSY): fan-out takes at most a ninth of a busy loop however
+# many watchers there are, and appends that land meanwhile go out
 # together in fewer, larger frames. Watchers that cannot keep up with a write burst fall
 # behind and catch up once it ends (rounds then run back to back). A round reads at most
 # BATCHES_PER_ROUND batches per group, so a long backlog cannot hold the loop either.
@@ -66,6 +67,16 @@ MIN_PACED_ROUND_S = 0.0002
 # watchers that cannot keep up with the burst catch up after it.
 SEND_BYTE_COST_S = 0.5e-9
 BATCHES_PER_ROUND = 1
+# The pause is for work that needs the loop, so it follows how much of the loop that work
+# used between the previous round and this one (the loop thread's CPU time over the wall
+# time between them): from none of IDLE_FACTOR × c when it used IDLE_BUSY or less (the
+# loop had room to spare) to all of it at SATURATED_BUSY (the loop thread also waits for
+# the GIL while granian's threads hold it, time its CPU clock does not count). Measured
+# (bench_live, `disk`, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was
+# ~0.5 busy and delivery p50 7.3 → 4.4 ms; writers at full rate kept 0.83 of their rate
+# alone (0.84 with the fixed pause).
+SATURATED_BUSY = 0.75
+IDLE_BUSY = 0.35
 
 
 class ParkedStream(Protocol):
@@ -128,6 +139,12 @@ class LiveFanout:
     _next_ok: float = 0.0
     _running: bool = False
     _charged: float = 0.0  # what a round's pushes cost outside it (`ParkedStream.send_cost`)
+    # The loop thread's clocks (injectable for tests) and where the last round ended on
+    # them: the gap between rounds tells how busy the rest of the loop's work kept it.
+    wall_clock: Callable[[], float] = time.perf_counter
+    cpu_clock: Callable[[], float] = time.thread_time
+    _last_end: tuple[float, float] | None = None
+    _others_busy: float = 1.0  # smoothed; 1.0 until measured (the full pause)
 
     def has_waiters(self, topic: str) -> bool:
         return topic in self._parked
@@ -217,7 +234,9 @@ class LiveFanout:
                 self._wake_one(p)
 
     async def _broadcast_all(self, topics: list[str]) -> None:
-        t0 = time.perf_counter()
+        t0, cpu0 = self.wall_clock(), self.cpu_clock()
+        if self._last_end is not None:
+            self._others_busy = smoothed_busy(self._others_busy, self._last_end, (t0, cpu0))
         self._running = True
         try:
             for topic in topics:
@@ -229,10 +248,11 @@ class LiveFanout:
         # Writers waiting on the loop get `idle_factor` times the round's cost before the
         # next round; with none, rounds run back to back, so watchers that fell behind
         # during a write burst catch up at full speed once it ends.
-        now = time.perf_counter()
+        now = self.wall_clock()
+        self._last_end = (now, self.cpu_clock())
         cost = now - t0 + self._charged
         self._charged = 0.0
-        delay = pause_after_round(cost, self.idle_factor, self.writers_active())
+        delay = pause_after_round(cost, self.idle_factor, self.writers_active(), self._others_busy)
         loop = asyncio.get_running_loop()
         self._next_ok = loop.time() + delay
         if self._pending and self._timer is None:
@@ -306,11 +326,30 @@ class LiveFanout:
         _resolve(p.fut, Signal.WAKE)
 
 
-def pause_after_round(cost_s: float, idle_factor: float, writers_active: bool) -> float:
-    """How long the loop belongs to everything else after a round that cost `cost_s`."""
+def pause_after_round(
+    cost_s: float, idle_factor: float, writers_active: bool, others_busy: float = 1.0
+) -> float:
+    """How long the loop belongs to everything else after a round that cost `cost_s`:
+    `idle_factor` × `cost_s` when the rest of the loop's work kept it saturated between
+    rounds (`others_busy` ≥ SATURATED_BUSY), nothing when it left the loop mostly idle
+    (≤ IDLE_BUSY), linearly in between."""
     if cost_s < MIN_PACED_ROUND_S or not writers_active:
         return 0.0
-    return cost_s * idle_factor
+    share = min(max((others_busy - IDLE_BUSY) / (SATURATED_BUSY - IDLE_BUSY), 0.0), 1.0)
+    return cost_s * idle_factor * share
+
+
+def smoothed_busy(
+    previous: float, last_end: tuple[float, float], start: tuple[float, float]
+) -> float:
+    """The loop's busy fraction between two rounds — its thread's CPU time over the wall
+    time, each a `(wall, cpu)` reading — averaged with the previous estimate (a gap of a
+    few microseconds says little on its own)."""
+    wall = start[0] - last_end[0]
+    if wall <= 0.0:
+        return previous
+    busy = min(max((start[1] - last_end[1]) / wall, 0.0), 1.0)
+    return (previous + busy) / 2.0
 
 
 def _resolve(fut: asyncio.Future[ParkResult], value: ParkResult) -> None:
