@@ -72,11 +72,11 @@ BATCHES_PER_ROUND = 1
 # time between them): from none of IDLE_FACTOR × c when it used IDLE_BUSY or less (the
 # loop had room to spare) to all of it at SATURATED_BUSY (the loop thread also waits for
 # the GIL while granian's threads hold it, time its CPU clock does not count). Measured
-# (bench_live, `disk`, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was
-# ~0.5 busy and delivery p50 7.3 → 4.4 ms; writers at full rate kept 0.83 of their rate
-# alone (0.84 with the fixed pause).
-SATURATED_BUSY = 0.75
-IDLE_BUSY = 0.35
+# (bench_live, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was ~0.5 busy
+# and delivery p50 went 8.9–11.5 → 3.7–5.2 ms; writers at full rate kept 0.87–0.92 of
+# their rate alone (0.84–0.94 with the fixed pause; with the band at 0.35–0.75, 0.77–0.93).
+SATURATED_BUSY = 0.65
+IDLE_BUSY = 0.3
 
 
 class ParkedStream(Protocol):
