@@ -44,11 +44,27 @@ async def test_a_kick_set_during_the_wait_wakes_it_and_is_disarmed_after(engine:
     task = asyncio.ensure_future(waiters.wait(["t"], LONG_S, kick))
     await asyncio.sleep(0)  # the wait is armed
     assert not task.done()
+    assert kick.armed
     loop.call_soon(kick.set)
     assert await asyncio.wait_for(task, 5) is True
+    assert not kick.armed
     kick.clear()
     kick.set()  # no wait is armed any more: nothing to wake, nothing raised
     assert kick.is_set()
+    waiters.close()
+
+
+async def test_a_cancelled_wait_leaves_the_kick_disarmed(engine: Engine) -> None:
+    waiters = AppendWaiters(engine, asyncio.get_running_loop())
+    kick = Kick()
+    task = asyncio.ensure_future(waiters.wait(["t"], LONG_S, kick))
+    await asyncio.sleep(0)
+    assert kick.armed
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert task.cancelled() and not kick.armed
+    kick.set()  # a settle now is kept for the next wait, which returns at once
+    assert await asyncio.wait_for(waiters.wait(["t"], LONG_S, kick), 5) is True
     waiters.close()
 
 
@@ -56,6 +72,7 @@ async def test_a_wait_without_a_wake_times_out_and_disarms(engine: Engine) -> No
     waiters = AppendWaiters(engine, asyncio.get_running_loop())
     kick = Kick()
     assert await asyncio.wait_for(waiters.wait(["t"], 0.0, kick), 5) is False
+    assert not kick.armed
     kick.set()
     assert kick.is_set()
     waiters.close()

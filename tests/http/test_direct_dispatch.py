@@ -1,15 +1,23 @@
 """The data plane's direct dispatch (`routes.direct_endpoint`, `app.Guard._direct`) routes
-exactly as Starlette's router would route the same request, and answers errors as the
-Starlette path answers them."""
+exactly as Starlette's router would route the same request, and steps aside where the
+router must decide (a mounted `root_path`). Its error answers are checked on both paths
+in test_internal_errors.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.routing import Match, Route, Router
 
+from seglog.config import Settings
+from seglog.engine.engine import Engine, EngineOptions
+from seglog.http.app_state import ServerState
+from seglog.http.auth import KeyRing
 from seglog.http.routes import ANY_METHOD, TOPIC_DATA_PLANE, direct_endpoint, route_table
 
 
@@ -65,3 +73,51 @@ def test_the_hot_routes_are_dispatched_directly() -> None:
     for path in ("/v0/topics/q/work", "/v0/topics/q/", "/v0/topics/", "/v0/topics", "/v0/ws"):
         assert direct_endpoint("GET", path) is None
     assert direct_endpoint("TRACE", "/v0/topics/q") is None  # Starlette answers its 405
+
+
+async def test_a_request_under_a_root_path_goes_through_starlette(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Behind a proxy that mounts the app under a prefix, Starlette strips `root_path`
+    before matching; the guard leaves such requests to it. Here the app is mounted at
+    `/v0`, so `/v0/topics/absent` is the app's `/topics/absent`: no such route (a direct
+    dispatch would have taken it for a topic)."""
+    from seglog.http import app as app_module
+
+    def never(_method: str, _path: str) -> None:
+        raise AssertionError("dispatched directly")
+
+    engine = Engine(EngineOptions(data_dir=tmp_path / "data", wal_shards=1))
+    engine.open()
+    try:
+        state = ServerState(
+            engine=engine, settings=Settings(data_dir=tmp_path / "data"), keyring=KeyRing()
+        )
+        asgi = app_module.build_app(state)
+        monkeypatch.setattr(app_module, "direct_endpoint", never)
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {
+            "type": "http",
+            "http_version": "1.1",
+            "method": "GET",
+            "path": "/v0/topics/absent",
+            "raw_path": b"/v0/topics/absent",
+            "root_path": "/v0",
+            "query_string": b"",
+            "headers": [(b"host", b"x")],
+            "scheme": "http",
+            "server": ("x", 80),
+            "client": ("c", 1),
+        }
+        await asgi(scope, receive, send)  # type: ignore[arg-type]
+    finally:
+        engine.close()
+    assert sent[0]["status"] == 404
+    assert orjson.loads(sent[1]["body"])["error"]["code"] == "not_found"

@@ -11,6 +11,7 @@ everything off the path wakes the stream for its own pass.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -541,18 +542,21 @@ def test_the_pause_follows_how_busy_the_rest_of_the_loop_kept_it() -> None:
         IDLE_BUSY,
         IDLE_FACTOR,
         MIN_PACED_ROUND_S,
+        MIN_PAUSE_SHARE,
         SATURATED_BUSY,
         pause_after_round,
     )
 
     big = MIN_PACED_ROUND_S * 5
     full = big * IDLE_FACTOR
+    least = full * MIN_PAUSE_SHARE  # a loop that reads idle may be a starved one
+    assert 0.0 < least < full
     assert pause_after_round(big, IDLE_FACTOR, True, 1.0) == full
     assert pause_after_round(big, IDLE_FACTOR, True, SATURATED_BUSY) == full
-    assert pause_after_round(big, IDLE_FACTOR, True, IDLE_BUSY) == 0.0
-    assert pause_after_round(big, IDLE_FACTOR, True, 0.0) == 0.0
+    assert pause_after_round(big, IDLE_FACTOR, True, IDLE_BUSY) == pytest.approx(least)
+    assert pause_after_round(big, IDLE_FACTOR, True, 0.0) == pytest.approx(least)
     middle = (IDLE_BUSY + SATURATED_BUSY) / 2
-    assert pause_after_round(big, IDLE_FACTOR, True, middle) == pytest.approx(full / 2)
+    assert pause_after_round(big, IDLE_FACTOR, True, middle) == pytest.approx((least + full) / 2)
     assert pause_after_round(big, IDLE_FACTOR, False, 1.0) == 0.0  # no writers: never
 
 
@@ -562,10 +566,10 @@ def test_the_pause_follows_how_busy_the_rest_of_the_loop_kept_it() -> None:
     st.floats(-1.0, 10.0),
     st.floats(0.0, 10.0),
 )
-def test_the_busy_estimate_is_a_clamped_running_average(
+def test_the_busy_estimate_is_a_clamped_average_weighted_by_the_gap(
     previous: float, wall0: float, gap: float, cpu_used: float
 ) -> None:
-    from seglog.http.live_fanout import smoothed_busy
+    from seglog.http.live_fanout import BUSY_TAU_S, smoothed_busy
 
     start = (wall0 + gap, 5.0 + cpu_used)
     got = smoothed_busy(previous, (wall0, 5.0), start)
@@ -573,44 +577,73 @@ def test_the_busy_estimate_is_a_clamped_running_average(
     if wall <= 0.0:
         assert got == previous  # no gap to measure
     else:
-        assert got == pytest.approx((previous + min(cpu / wall, 1.0)) / 2)
+        busy = min(cpu / wall, 1.0)
+        assert min(previous, busy) - 1e-12 <= got <= max(previous, busy) + 1e-12
+        weight = 1.0 - math.exp(-wall / BUSY_TAU_S)
+        assert got == pytest.approx(previous + weight * (busy - previous))
     assert 0.0 <= got <= 1.0
 
 
-async def test_a_round_after_an_idle_loop_is_not_paused(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_short_gap_hardly_moves_the_busy_estimate_and_a_long_one_mostly() -> None:
+    from seglog.http.live_fanout import BUSY_TAU_S, smoothed_busy
+
+    short = smoothed_busy(0.2, (0.0, 0.0), (BUSY_TAU_S / 250, BUSY_TAU_S / 250))  # all busy
+    assert short == pytest.approx(0.2, abs=0.01)
+    long = smoothed_busy(0.9, (0.0, 0.0), (BUSY_TAU_S * 10, 0.0))  # all idle
+    assert long == pytest.approx(0.0, abs=0.001)
+
+
+async def test_a_round_after_an_idle_loop_gets_the_least_pause(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Writers count as active, but the loop's CPU clock stood still between rounds (the
-    rest of its work left it idle): after a few rounds the pause is gone; a loop kept
-    saturated still gets all of it."""
-    monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", 1e-3)  # a costly round
+    rest of its work left it idle): after a few rounds the pause is down to its floor; a
+    loop kept saturated still gets all of it. The clocks are the test's: 50 ms pass
+    between rounds, none inside one (a round's cost is the bytes it hands over)."""
+    from seglog.http.live_fanout import MIN_PAUSE_SHARE
 
-    async def send(_data: bytes) -> None:
-        pass
+    per_byte = 1e-3
+    monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", per_byte)
+    assert LiveFanout(LogFeed()).cpu_clock is time.thread_time  # the loop thread's own
 
-    async def pauses(cpu_clock: Callable[[], float]) -> list[float]:
+    async def pauses(loop_busy: bool) -> list[float]:
+        wall = [100.0]
         feed = LogFeed()
         feed.heads["a"] = 0
-        fanout = LiveFanout(feed, cpu_clock=cpu_clock)
+        fanout = LiveFanout(
+            feed,
+            wall_clock=lambda: wall[0],
+            cpu_clock=(lambda: wall[0]) if loop_busy else (lambda: 0.0),
+        )
+        sent: list[int] = []
+
+        async def send(data: bytes) -> None:
+            sent.append(len(data))
+
         readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send)]
         await settle()
         loop = asyncio.get_running_loop()
         out = []
-        for head in range(1, 5):
+        for head in range(1, 6):
+            wall[0] += 0.05
             fanout._next_ok = 0.0  # each wake runs its round now: only the pause is read
+            sent.clear()
             feed.heads["a"] = head
             before = loop.time()
             fanout.wake("a")
             await settle()
-            out.append(fanout._next_ok - before)
+            assert sent  # the round sent this head's frame
+            out.append((fanout._next_ok - before) / (per_byte * sum(sent) * IDLE_FACTOR))
         for r in readers:
             r.shutdown = True
         fanout.wake_all()
         await settle()
-        return out
+        return out  # each pause as a share of the full one
 
-    idle = await pauses(lambda: 0.0)
-    saturated = await pauses(time.perf_counter)
-    assert idle[-1] == pytest.approx(0.0, abs=1e-3) and idle[0] > idle[-1]
-    assert all(p > 1e-3 * IDLE_FACTOR for p in saturated)
+    idle = await pauses(loop_busy=False)
+    saturated = await pauses(loop_busy=True)
+    assert idle[-1] == pytest.approx(MIN_PAUSE_SHARE, abs=0.02) and idle[0] > idle[-1]
+    assert all(share == pytest.approx(1.0, abs=0.02) for share in saturated)
 
 
 async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it(

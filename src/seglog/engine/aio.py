@@ -71,7 +71,8 @@ class Kick:
     """A flag that also wakes the `AppendWaiters.wait` it was passed to, if one is running
     (a `/work` stream's "jobs you held were settled"). Waiting on an `asyncio.Event` beside
     the append wait took two tasks and an `asyncio.wait` per wait, ~5× one future's cost.
-    Loop thread only."""
+    One wait at a time (a `/work` stream's own): a second `arm` replaces the first. Loop
+    thread only."""
 
     __slots__ = ("_flag", "_waiter")
 
@@ -94,6 +95,10 @@ class Kick:
     def arm(self, waiter: asyncio.Future[bool] | None) -> None:
         """`waiter` is resolved by the next `set` (None: by none)."""
         self._waiter = waiter
+
+    @property
+    def armed(self) -> bool:
+        return self._waiter is not None
 
 
 class WakeHook(Protocol):

@@ -6,10 +6,14 @@ per-key in-flight cap, then readiness (503 `not_ready` while recovery replays), 
 route. Handlers check scope/prefix, read the body under the size cap, check the content
 type, parse, and call the engine. Every error leaves as the canonical error body.
 
+The data plane (`/v0/topics/{topic}` and its fixed sub-paths, `routes.direct_endpoint`)
+is dispatched by the guard straight to its handlers; everything else goes through
+Starlette's router. Both answer errors alike.
+
 Every `500 internal` is logged with its traceback on the `seglog.http.app` logger, exactly
 once, whichever path produced it: an unexpected exception in a handler (Starlette's
-`Exception` handler), a `SeglogError(INTERNAL)` from the engine, or an exception in the
-guard itself. Bad input never reaches those paths: a body that ends early (malformed
+`Exception` handler, or the guard's for the data plane), a `SeglogError(INTERNAL)` from the
+engine, or an exception in the guard itself. Bad input never reaches those paths: a body that ends early (malformed
 chunking, or the client closing mid-body) is `400 invalid_request`.
 """
 
@@ -68,12 +72,21 @@ def domain_error_response(exc: SeglogError, scope: MutableMapping[str, Any]) -> 
     return error_response(exc)
 
 
+def http_error_response(exc: HTTPException) -> Response:
+    """Starlette's own 404/405 (an unknown route, a method a route does not take) in the
+    canonical error body."""
+    if exc.status_code == 405:
+        return error_response(SeglogError(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed"))
+    return error_response(SeglogError(ErrorCode.NOT_FOUND, "no such route"))
+
+
 def _internal(exc: BaseException) -> SeglogError:
     return SeglogError(ErrorCode.INTERNAL, f"internal error: {type(exc).__name__}")
 
 
 class Guard:
-    """Pure-ASGI middleware: auth before routing, in-flight caps, readiness."""
+    """Pure-ASGI middleware: auth before routing, in-flight caps, readiness; then the
+    data plane straight to its handlers (`_direct`), the rest to Starlette."""
 
     def __init__(self, app: Starlette, state: ServerState) -> None:
         self.app = app
@@ -102,7 +115,8 @@ class Guard:
             await self._guarded(scope, receive, tracked)
         except Exception as exc:
             # Starlette re-raises what its `Exception` handler already answered and logged;
-            # anything else (the guard's own failures) is logged and answered here.
+            # anything else (the guard's own failures, and a data-plane handler's
+            # unexpected exceptions) is logged and answered here.
             log_internal(exc, scope)
             if not started:
                 await _send_error(send, _internal(exc))
@@ -173,11 +187,13 @@ class Guard:
     async def _direct(
         self, endpoint: Endpoint, topic: str, scope: Scope, receive: Receive, send: Send
     ) -> None:
-        """A data-plane request straight to its handler: what Starlette's router and its
-        two exception layers would do for it, without their per-request wrappers (~20 % of
-        a small request's time on the loop: BENCHMARKS.md, "The data plane's direct
-        dispatch"). Errors are answered as `build_app`'s handlers answer them; anything
-        else reaches `__call__`, which logs it and answers 500 as Starlette's would."""
+        """A data-plane request straight to its handler, without the per-request wrappers
+        of Starlette's router and its two exception layers (~20–30 % of a small request's
+        time on the loop: BENCHMARKS.md, "the data plane past Starlette's router"). The
+        handler gets what it reads from the scope (`app`, `path_params`; not Starlette's
+        `router`, `route` or `endpoint` keys, which no handler uses). Errors are answered
+        as `build_app`'s handlers answer them; anything else reaches `__call__`, which
+        logs it and answers 500 as Starlette's would."""
         scope["app"] = self.app
         scope["path_params"] = {"topic": topic}
         request = Request(scope, receive, send)
@@ -187,6 +203,8 @@ class Guard:
             response = domain_error_response(exc, scope)
         except ClientDisconnect:
             response = error_response(body_ended_early())
+        except HTTPException as exc:
+            response = http_error_response(exc)
         await response(scope, receive, send)
 
 
@@ -215,9 +233,7 @@ def build_app(state: ServerState) -> ASGIApp:
 
     async def http_error(_request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        if exc.status_code == 405:
-            return error_response(SeglogError(ErrorCode.METHOD_NOT_ALLOWED, "method not allowed"))
-        return error_response(SeglogError(ErrorCode.NOT_FOUND, "no such route"))
+        return http_error_response(exc)
 
     async def domain_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, SeglogError)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass, field
@@ -69,14 +70,22 @@ SEND_BYTE_COST_S = 0.5e-9
 BATCHES_PER_ROUND = 1
 # The pause is for work that needs the loop, so it follows how much of the loop that work
 # used between the previous round and this one (the loop thread's CPU time over the wall
-# time between them): from none of IDLE_FACTOR × c when it used IDLE_BUSY or less (the
-# loop had room to spare) to all of it at SATURATED_BUSY (the loop thread also waits for
-# the GIL while granian's threads hold it, time its CPU clock does not count). Measured
+# time between them): from MIN_PAUSE_SHARE of IDLE_FACTOR × c when it used IDLE_BUSY or
+# less (the loop had room to spare) to all of it at SATURATED_BUSY (the loop thread also
+# waits for the GIL while granian's threads hold it, time its CPU clock does not count).
+# Measured
 # (bench_live, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was ~0.5 busy
 # and delivery p50 went 8.9–11.5 → 3.7–5.2 ms; writers at full rate kept 0.87–0.92 of
 # their rate alone (0.84–0.94 with the fixed pause; with the band at 0.35–0.75, 0.77–0.93).
 SATURATED_BUSY = 0.65
 IDLE_BUSY = 0.3
+# The CPU clock also stops while another process or a CPU quota keeps the loop thread off
+# its core, so a starved loop can read as an idle one: however idle it reads, writers get
+# at least this share of the pause (two rounds' cost, against eight when saturated).
+MIN_PAUSE_SHARE = 0.25
+# Each gap between rounds moves the busy estimate by 1 - exp(-gap / BUSY_TAU_S): a gap of
+# a few microseconds between back-to-back rounds hardly, a gap of milliseconds mostly.
+BUSY_TAU_S = 0.005
 
 
 class ParkedStream(Protocol):
@@ -245,9 +254,10 @@ class LiveFanout:
                     await self._broadcast(topic, list(parked))
         finally:
             self._running = False
-        # Writers waiting on the loop get `idle_factor` times the round's cost before the
-        # next round; with none, rounds run back to back, so watchers that fell behind
-        # during a write burst catch up at full speed once it ends.
+        # While writers are active they get up to `idle_factor` times the round's cost
+        # before the next round (as much as they kept the loop busy, `pause_after_round`);
+        # with none, rounds run back to back, so watchers that fell behind during a write
+        # burst catch up at full speed once it ends.
         now = self.wall_clock()
         self._last_end = (now, self.cpu_clock())
         cost = now - t0 + self._charged
@@ -331,25 +341,26 @@ def pause_after_round(
 ) -> float:
     """How long the loop belongs to everything else after a round that cost `cost_s`:
     `idle_factor` × `cost_s` when the rest of the loop's work kept it saturated between
-    rounds (`others_busy` ≥ SATURATED_BUSY), nothing when it left the loop mostly idle
-    (≤ IDLE_BUSY), linearly in between."""
+    rounds (`others_busy` ≥ SATURATED_BUSY), MIN_PAUSE_SHARE of it when it left the loop
+    mostly idle (≤ IDLE_BUSY), linearly in between."""
     if cost_s < MIN_PACED_ROUND_S or not writers_active:
         return 0.0
     share = min(max((others_busy - IDLE_BUSY) / (SATURATED_BUSY - IDLE_BUSY), 0.0), 1.0)
-    return cost_s * idle_factor * share
+    return cost_s * idle_factor * (MIN_PAUSE_SHARE + (1.0 - MIN_PAUSE_SHARE) * share)
 
 
 def smoothed_busy(
     previous: float, last_end: tuple[float, float], start: tuple[float, float]
 ) -> float:
     """The loop's busy fraction between two rounds — its thread's CPU time over the wall
-    time, each a `(wall, cpu)` reading — averaged with the previous estimate (a gap of a
-    few microseconds says little on its own)."""
+    time, each a `(wall, cpu)` reading — folded into the previous estimate with a weight
+    that grows with the gap (BUSY_TAU_S): a gap of a few microseconds says little."""
     wall = start[0] - last_end[0]
     if wall <= 0.0:
         return previous
     busy = min(max((start[1] - last_end[1]) / wall, 0.0), 1.0)
-    return (previous + busy) / 2.0
+    weight = 1.0 - math.exp(-wall / BUSY_TAU_S)
+    return previous + weight * (busy - previous)
 
 
 def _resolve(fut: asyncio.Future[ParkResult], value: ParkResult) -> None:

@@ -1,8 +1,9 @@
 """The route table: every path the server mounts, in matching order.
 
-One table serves two readers: `app.build_app` mounts it, and `openapi.build_document`
+One table serves three readers: `app.build_app` mounts it, `openapi.build_document`
 documents it (the `/v0/openapi.json` endpoint is passed in, since the document describes
-the table that serves it). Routes whose methods are `ANY_METHOD` dispatch on the method in
+the table that serves it), and `direct_endpoint` matches its data-plane part
+(`TOPIC_DATA_PLANE`) for the guard, which dispatches those requests itself. Routes whose methods are `ANY_METHOD` dispatch on the method in
 their handler, which answers any other method `405` after the scope check (API §1.3).
 """
 
