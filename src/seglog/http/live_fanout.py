@@ -75,8 +75,8 @@ BATCHES_PER_ROUND = 1
 # waits for the GIL while granian's threads hold it, time its CPU clock does not count).
 # Measured
 # (bench_live, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was ~0.5 busy
-# and delivery p50 went 8.9–11.5 → 3.7–5.2 ms; writers at full rate kept 0.87–0.92 of
-# their rate alone (0.84–0.94 with the fixed pause; with the band at 0.35–0.75, 0.77–0.93).
+# and delivery p50 went 6.9–11.5 → 3.9–4.5 ms; writers at full rate kept 0.75–0.93 of
+# their rate alone, median 0.88 (0.84–0.95 with the fixed pause, median 0.86).
 SATURATED_BUSY = 0.65
 IDLE_BUSY = 0.3
 # The CPU clock also stops while another process or a CPU quota keeps the loop thread off
