@@ -12,9 +12,10 @@ Starlette's router. Both answer errors alike.
 
 Every `500 internal` is logged with its traceback on the `seglog.http.app` logger, exactly
 once, whichever path produced it: an unexpected exception in a handler (Starlette's
-`Exception` handler, or the guard's for the data plane), a `SeglogError(INTERNAL)` from the
-engine, or an exception in the guard itself. Bad input never reaches those paths: a body that ends early (malformed
-chunking, or the client closing mid-body) is `400 invalid_request`.
+`Exception` handler, or the guard's for the data plane), a `SeglogError(INTERNAL)` from
+the engine, or an exception in the guard itself. Bad input never reaches those paths: a
+body that ends early (malformed chunking, or the client closing mid-body) is
+`400 invalid_request`.
 """
 
 from __future__ import annotations

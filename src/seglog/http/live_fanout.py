@@ -73,10 +73,9 @@ BATCHES_PER_ROUND = 1
 # time between them): from MIN_PAUSE_SHARE of IDLE_FACTOR × c when it used IDLE_BUSY or
 # less (the loop had room to spare) to all of it at SATURATED_BUSY (the loop thread also
 # waits for the GIL while granian's threads hold it, time its CPU clock does not count).
-# Measured
-# (bench_live, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was ~0.5 busy
-# and delivery p50 went 6.9–11.5 → 3.9–4.5 ms; writers at full rate kept 0.75–0.93 of
-# their rate alone, median 0.88 (0.84–0.95 with the fixed pause, median 0.86).
+# Measured (bench_live, 100 SSE watchers; BENCHMARKS.md): at 1 record/ms the loop was
+# ~0.5 busy and delivery p50 went 6.9–11.5 → 3.9–4.5 ms; writers at full rate kept
+# 0.75–0.93 of their rate alone, median 0.88 (0.84–0.95 with the fixed pause, median 0.86).
 SATURATED_BUSY = 0.65
 IDLE_BUSY = 0.3
 # The CPU clock also stops while another process or a CPU quota keeps the loop thread off
