@@ -96,6 +96,7 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         scope[STATE] = self.state
         if scope["type"] != "http":
+            scope[RAW_SEND] = send  # a WebSocket's data-plane sends (`ws_outbound`)
             await self.app(scope, receive, send)
             return
         started = finished = False

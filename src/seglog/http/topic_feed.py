@@ -45,6 +45,8 @@ class FeedBatch:
     # Live frames built from this batch, by composite-cursor id: every watcher at the same
     # cursor map sends the same bytes (filled by `watch_stream`, shared through the cache).
     frames: dict[str, bytes] = field(default_factory=dict, compare=False, repr=False)
+    # WebSocket messages built from this batch, by kind (filled by `ws_session`).
+    ws_text: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def caught_up(self) -> bool:

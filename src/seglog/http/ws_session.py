@@ -5,12 +5,13 @@ Three tasks per socket: the reader runs commands in arrival order (a publish is 
 before the next command, so acks come back in order); the delivery loop reads each
 subscription from its cursor through the shared `TopicFeed` (the same walk, tombstones
 and skips as diff and SSE) and, when everything is caught up, parks the session on its
-topics in the shared fan-out (`live_fanout`): rounds then put new batches' messages
-straight into the outbound queue without waking the loop, until a (un)subscribe, a
-tombstone, a deleted topic or 30 s wakes it; the writer drains the outbound queue to the
-socket. The queue holds 4 messages: when the client stops reading, the writer blocks in
-the socket send, the queue fills, and delivery (and acks) block with it — nothing is
-buffered without bound, and only this socket waits.
+topics in the shared fan-out (`live_fanout`): rounds then start the sends of new
+batches' messages themselves (`ws_outbound`), waking no task, until a (un)subscribe, a
+tombstone, a deleted topic or 30 s wakes it; the writer starts the sends of what the
+other two queue. At most IN_FLIGHT sends are started and not yet complete, and the queue
+holds OUTBOUND_QUEUE messages: when the client stops reading, sends stop completing,
+the writer waits for room, the queue fills, and delivery (and acks) block with it —
+nothing is buffered without bound, and only this socket waits.
 
 Owner: the event loop. Subscriptions belong to this socket and are touched only by its
 reader (replace/remove) and its delivery loop (cursors), never concurrently in one tick.
@@ -28,10 +29,9 @@ import orjson
 from starlette.websockets import WebSocket
 
 from seglog.errors import ErrorCode, SeglogError
-from seglog.http.app_state import ServerState
+from seglog.http.app_state import RAW_SEND, ServerState
 from seglog.http.auth import Principal, Scope
 from seglog.http.live_fanout import Signal
-from seglog.http.live_fanout import start as start_send
 from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch
 from seglog.http.watch_request import DeliveryOptions
@@ -41,13 +41,14 @@ from seglog.http.ws_commands import (
     parse_subscribe,
     parse_unsubscribe,
 )
+from seglog.http.ws_outbound import Outbound
 from seglog.http.ws_publish import publish
 
 OUTBOUND_QUEUE = 4
-# Loop time charged to the fan-out's pacing per message a round queues (sent later by the
-# writer task, several per trip through granian). Tuned with bench_live at 100 sockets, 1
-# record/ms, `memory`, sends pipelined (two runs each; delivery p50 / writer ack p50, ms):
-# 0 → 4.6–5.8 / 2.4–3.6; 1 µs → 4.7–4.9 / 0.9–1.0; 2 µs → 5.5–5.7 / 0.67; 5 µs → 7.9–8.5 / 0.5.
+IN_FLIGHT = 8
+# Time charged to the fan-out's pacing per message a round sends: the part of a send that
+# runs on granian's I/O thread (a tokio task and a socket write per message), on the same
+# cores as the loop and the writers but outside the round's clock.
 WS_SEND_COST_S = 1e-6
 IDLE_WAKE_S = 30.0
 DRAIN_S = 1.0  # how long a closing socket may take to send what it already queued
@@ -69,7 +70,9 @@ class WsSession:
         self._ws = ws
         self._st = st
         self._who = who
-        self._out: asyncio.Queue[bytes] = asyncio.Queue(OUTBOUND_QUEUE)
+        self._out: asyncio.Queue[str] = asyncio.Queue(OUTBOUND_QUEUE)
+        self._outbound = Outbound(ws.scope.get(RAW_SEND, ws.send), IN_FLIGHT)
+        self._holding = False  # the writer took a message from `_out` and not started it
         self._subs: dict[str, _Sub] = {}
         self._kick = asyncio.Event()
         self._share = LoopShare(st.engine.clock)
@@ -90,11 +93,11 @@ class WsSession:
                 t.cancel()
             await asyncio.gather(*others, return_exceptions=True)
             if not writer.done():
-                # Sends are started several at a time: cancelling the writer mid-batch
+                # Sends are started before earlier ones complete: cancelling the writer
                 # could drop one while later ones still go out, a gap that a client
                 # resuming from its last `to_seq` would never see. Let it finish what is
                 # queued (bounded: a client that stopped reading gets DRAIN_S).
-                drained = asyncio.ensure_future(self._out.join())
+                drained = asyncio.ensure_future(self._drain())
                 await asyncio.wait(
                     [drained, writer], timeout=DRAIN_S, return_when=asyncio.FIRST_COMPLETED
                 )
@@ -111,35 +114,26 @@ class WsSession:
 
     # ---- writer ------------------------------------------------------------------------
     async def _put(self, message: bytes) -> None:
-        await self._out.put(message)
+        await self._out.put(message.decode())
 
-    async def _put_all(self, messages: list[bytes]) -> None:
+    async def _put_all(self, messages: list[str]) -> None:
         for m in messages:
             await self._out.put(m)
 
     async def _write_loop(self) -> None:
-        # Everything queued goes out together: each send is started before the previous
-        # one has completed, so one trip through granian's completion thread covers them
-        # all. Awaited one by one, each message cost a trip of its own, the queue stayed
-        # full and rounds handed their messages to this task (98 % of rounds at 100
-        # sockets, 1 record/ms; BENCHMARKS.md). Order holds: granian's embedded worker
-        # (pinned <2.9 in pyproject.toml) runs one current-thread tokio runtime, so the
-        # send tasks started here run in order and queue on the socket's fair lock in
-        # order; test_live_ws checks the order of a busy stream.
         out = self._out
-        send = self._ws.send
+        outbound = self._outbound
         while True:
-            batch = [await out.get()]
-            while not out.empty():
-                batch.append(out.get_nowait())
-            started = [
-                start_send(send({"type": "websocket.send", "text": m.decode()})) for m in batch
-            ]
-            for rest in started:
-                if rest is not None:
-                    await rest
-            for _ in batch:
-                out.task_done()
+            message = await out.get()
+            self._holding = True
+            await outbound.wait_room()
+            outbound.start(message)
+            self._holding = False
+            out.task_done()
+
+    async def _drain(self) -> None:
+        await self._out.join()
+        await self._outbound.drain()
 
     # ---- reader ------------------------------------------------------------------------
     async def _read_loop(self) -> None:
@@ -256,7 +250,7 @@ class WsSession:
         for message in _messages(batch, sub):
             if self._subs.get(name) is not sub:
                 return False  # unsubscribed or replaced meanwhile: nothing more for it
-            await self._put(message)
+            await self._out.put(message)
         return not batch.caught_up
 
     def _changed(self) -> bool:
@@ -298,7 +292,7 @@ class WsSession:
     def options_of(self, topic: str) -> DeliveryOptions:
         return self._subs[topic].options
 
-    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> list[bytes] | None:
+    def take_parked(self, topic: str, cursor: int, batch: FeedBatch) -> list[str] | None:
         """The messages of a batch a round read for us, as `_deliver` makes them; None (do
         your own read) for a tombstone or when the subscription moved meanwhile."""
         sub = self._subs.get(topic)
@@ -307,11 +301,20 @@ class WsSession:
         sub.head_seen = batch.head_seq
         return _messages(batch, sub)
 
-    def send_cost(self, frames: list[bytes]) -> float:
+    def send_cost(self, frames: list[str]) -> float:
         return len(frames) * WS_SEND_COST_S
 
-    def push(self, frames: list[bytes]) -> Awaitable[None]:
+    def push(self, frames: list[str]) -> Awaitable[None]:
+        """Send a round's messages: started right here when nothing waits to start ahead
+        of them and the socket has room in flight (the common case: no task wakes), else
+        queued behind the rest; when the queue is full, the rest is handed back for the
+        delivery loop to wait on."""
         out = self._out
+        outbound = self._outbound
+        if out.empty() and not self._holding and outbound.room() >= len(frames):
+            for m in frames:
+                outbound.start(m)
+            return _done()
         for i, m in enumerate(frames):
             if out.full():
                 return self._put_all(frames[i:])
@@ -323,26 +326,43 @@ async def _done() -> None:
     return None
 
 
-def _messages(batch: FeedBatch, sub: _Sub) -> list[bytes]:
-    """The messages one read produces, moving the subscription's cursor (API §7.4 rules)."""
-    out: list[bytes] = []
-    topic = batch.topic_json
-    t = batch.tombstone
-    if t is not None:
-        out.append(
-            b'{"op":"tombstone","topic":%b,"reason":"%b","gap_from":%d,"gap_to":%d,'
-            b'"earliest_seq":%d,"head_seq":%d}'
-            % (topic, t.reason.value.encode(), t.gap_from, t.gap_to, t.earliest_seq, t.head_seq)
-        )
+def _messages(batch: FeedBatch, sub: _Sub) -> list[str]:
+    """The messages one read produces, moving the subscription's cursor (API §7.4 rules).
+    Each is built once per batch (`FeedBatch.ws_text`) and shared by every socket that
+    read it: what a message says depends on the batch alone, only which ones a socket
+    gets depends on the socket."""
+    text = batch.ws_text
+    if not text:
+        _build_messages(batch)
+    out: list[str] = []
+    if batch.tombstone is not None:
+        out.append(text["tombstone"])
         sub.tailing = False
     sub.cursor = batch.next_cursor
     if batch.count:
-        out.append(
-            b'{"op":"record","topic":%b,"from_seq":%d,"to_seq":%d,"head_seq":%d,"records":%b}'
-            % (topic, batch.start, batch.next_cursor, batch.head_seq, batch.records_json)
-        )
+        out.append(text["record"])
         sub.tailing = False
     if batch.caught_up and not sub.tailing:
-        out.append(b'{"op":"caught_up","topic":%b,"head_seq":%d}' % (topic, batch.head_seq))
+        out.append(text["caught_up"])
         sub.tailing = True
     return out
+
+
+def _build_messages(batch: FeedBatch) -> None:
+    text = batch.ws_text
+    topic = batch.topic_json
+    t = batch.tombstone
+    if t is not None:
+        text["tombstone"] = (
+            b'{"op":"tombstone","topic":%b,"reason":"%b","gap_from":%d,"gap_to":%d,'
+            b'"earliest_seq":%d,"head_seq":%d}'
+            % (topic, t.reason.value.encode(), t.gap_from, t.gap_to, t.earliest_seq, t.head_seq)
+        ).decode()
+    if batch.count:
+        text["record"] = (
+            b'{"op":"record","topic":%b,"from_seq":%d,"to_seq":%d,"head_seq":%d,"records":%b}'
+            % (topic, batch.start, batch.next_cursor, batch.head_seq, batch.records_json)
+        ).decode()
+    text["caught_up"] = (
+        b'{"op":"caught_up","topic":%b,"head_seq":%d}' % (topic, batch.head_seq)
+    ).decode()

@@ -1,0 +1,206 @@
+"""A WebSocket's sends started without a task (`ws_outbound.Outbound`) and the session's
+use of them (`WsSession.push` and its writer): messages leave in the order they were
+produced, at most IN_FLIGHT are unconfirmed, a client that stops reading stops delivery
+(bounded), and a failed send ends the session instead of being dropped silently."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from seglog.clock import ManualClock
+from seglog.http.app_state import RAW_SEND
+from seglog.http.live_fanout import start as start_send
+from seglog.http.ws_outbound import Outbound
+from seglog.http.ws_session import IN_FLIGHT, OUTBOUND_QUEUE, WsSession
+
+
+class FutureSend:
+    """granian's shape: `send` returns a future its I/O thread completes later."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.pending: list[asyncio.Future[None]] = []
+
+    def __call__(self, message: dict[str, Any]) -> asyncio.Future[None]:
+        assert message["type"] == "websocket.send"
+        self.sent.append(message["text"])
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        return fut
+
+    def complete(self, n: int | None = None, error: Exception | None = None) -> None:
+        done, self.pending = self.pending[:n], self.pending[len(self.pending[:n]) :]
+        for fut in done:
+            if error is None:
+                fut.set_result(None)
+            else:
+                fut.set_exception(error)
+
+
+class CoroutineSend:
+    """uvicorn's shape: `send` is a coroutine function; it blocks while `gate` is clear."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def __call__(self, message: dict[str, Any]) -> None:
+        await self.gate.wait()
+        self.sent.append(message["text"])
+
+
+async def test_sends_start_at_once_and_room_returns_as_they_complete() -> None:
+    send = FutureSend()
+    out = Outbound(send, 3)  # type: ignore[arg-type]
+    assert out.room() == 3
+    for m in ("a", "b", "c"):
+        out.start(m)
+    assert send.sent == ["a", "b", "c"]
+    assert out.room() == 0
+    send.complete(1)
+    assert out.room() == 1
+    send.complete()
+    assert out.room() == 3
+
+
+async def test_wait_room_waits_for_the_oldest_send() -> None:
+    send = FutureSend()
+    out = Outbound(send, 1)  # type: ignore[arg-type]
+    out.start("a")
+    waiter = asyncio.ensure_future(out.wait_room())
+    await asyncio.sleep(0)
+    assert not waiter.done()
+    send.complete()
+    await asyncio.wait_for(waiter, 5)
+    assert out.room() == 1
+
+
+async def test_a_failed_send_is_raised_by_the_next_room_check() -> None:
+    send = FutureSend()
+    out = Outbound(send, 4)  # type: ignore[arg-type]
+    out.start("a")
+    send.complete(error=ConnectionResetError("gone"))
+    with pytest.raises(ConnectionResetError):
+        out.room()
+
+
+async def test_a_send_that_failed_at_once_is_raised_too() -> None:
+    def failing(message: dict[str, Any]) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        fut.set_exception(RuntimeError("transport closed"))
+        return fut
+
+    out = Outbound(failing, 4)  # type: ignore[arg-type]
+    out.start("a")
+    with pytest.raises(RuntimeError, match="transport closed"):
+        out.room()
+
+
+async def test_a_coroutine_send_completes_at_once_or_in_a_task_of_its_own() -> None:
+    send = CoroutineSend()
+    out = Outbound(send, 2)  # type: ignore[arg-type]
+    out.start("a")  # the gate is open: done without a task
+    assert send.sent == ["a"] and out.room() == 2
+    send.gate.clear()
+    out.start("b")
+    out.start("c")
+    assert out.room() == 0
+    send.gate.set()
+    await asyncio.wait_for(out.drain(), 5)
+    assert send.sent == ["a", "b", "c"]
+    assert out.room() == 2
+
+
+async def test_drain_waits_for_every_send_and_swallows_failures() -> None:
+    send = FutureSend()
+    out = Outbound(send, 4)  # type: ignore[arg-type]
+    out.start("a")
+    out.start("b")
+    drained = asyncio.ensure_future(out.drain())
+    await asyncio.sleep(0)
+    assert not drained.done()
+    send.complete(1)
+    send.complete(error=ConnectionResetError("gone"))
+    await asyncio.wait_for(drained, 5)
+    assert out.room() == 4
+
+
+# ---- the session's use of it -------------------------------------------------------------
+
+
+def _session(send: FutureSend) -> WsSession:
+    ws = SimpleNamespace(scope={RAW_SEND: send}, send=None)
+    st = SimpleNamespace(engine=SimpleNamespace(clock=ManualClock()))
+    return WsSession(cast(Any, ws), cast(Any, st), cast(Any, None))
+
+
+async def _drive(session: WsSession, frames: list[str]) -> bool:
+    """Push like a fan-out round; True if the push completed without waiting."""
+    pending = start_send(session.push(frames))
+    return pending is None
+
+
+async def test_pushes_start_in_order_and_queue_behind_a_held_message() -> None:
+    send = FutureSend()
+    session = _session(send)
+    writer = asyncio.ensure_future(session._write_loop())
+    try:
+        assert await _drive(session, [f"m{i}" for i in range(IN_FLIGHT)])
+        assert send.sent == [f"m{i}" for i in range(IN_FLIGHT)]  # started in the round
+        # No room: the next one queues; the writer takes it and holds it for room.
+        assert await _drive(session, ["q0"])
+        await asyncio.sleep(0)
+        assert len(send.sent) == IN_FLIGHT
+        # One send completes: room for one, but the writer's held message goes first,
+        # and a round's push meanwhile (the queue is empty) must not overtake it.
+        send.complete(1)
+        assert await _drive(session, ["late"])
+        for _ in range(20):
+            await asyncio.sleep(0)
+            send.complete()
+        assert send.sent == [f"m{i}" for i in range(IN_FLIGHT)] + ["q0", "late"]
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+
+async def test_a_client_that_stops_reading_stops_delivery_bounded() -> None:
+    send = FutureSend()  # nothing ever completes: the client reads nothing
+    session = _session(send)
+    writer = asyncio.ensure_future(session._write_loop())
+    try:
+        handed_back = None
+        for i in range(IN_FLIGHT + OUTBOUND_QUEUE + 5):
+            pending = start_send(session.push([f"m{i}"]))
+            await asyncio.sleep(0)
+            if pending is not None:
+                handed_back = (i, pending)
+                break
+        assert handed_back is not None, "a stalled socket must push back"
+        # IN_FLIGHT started, one held by the writer, OUTBOUND_QUEUE queued: the next waits.
+        assert handed_back[0] == IN_FLIGHT + 1 + OUTBOUND_QUEUE
+        assert len(send.sent) == IN_FLIGHT
+        send.complete()
+        for _ in range(20):
+            await asyncio.sleep(0)
+            send.complete()
+        await asyncio.wait_for(handed_back[1], 5)
+        assert send.sent == [f"m{i}" for i in range(handed_back[0] + 1)]
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+
+async def test_a_failed_send_fails_the_next_push() -> None:
+    send = FutureSend()
+    session = _session(send)
+    assert await _drive(session, ["a"])
+    send.complete(error=ConnectionResetError("gone"))
+    with pytest.raises(ConnectionResetError):
+        session.push(["b"])
+    assert send.sent == ["a"]
