@@ -6,6 +6,7 @@ produced, at most IN_FLIGHT are unconfirmed, a client that stops reading stops d
 from __future__ import annotations
 
 import asyncio
+import gc
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -43,6 +44,8 @@ class FutureSend:
 
 class CoroutineSend:
     """uvicorn's shape: `send` is a coroutine function; it blocks while `gate` is clear."""
+
+    sent: list[str]
 
     def __init__(self) -> None:
         self.sent: list[str] = []
@@ -101,19 +104,69 @@ async def test_a_send_that_failed_at_once_is_raised_too() -> None:
         out.room()
 
 
-async def test_a_coroutine_send_completes_at_once_or_in_a_task_of_its_own() -> None:
+async def test_a_coroutine_send_runs_as_far_as_it_goes_and_leaves_the_rest_to_await() -> None:
     send = CoroutineSend()
     out = Outbound(send, 2)  # type: ignore[arg-type]
-    out.start("a")  # the gate is open: done without a task
-    assert send.sent == ["a"] and out.room() == 2
+    assert out.start("a") is None  # the gate is open: done at once
+    assert send.sent == ["a"] and not out.futures and out.room() == 2
     send.gate.clear()
-    out.start("b")
-    out.start("c")
-    assert out.room() == 0
+    rest = out.start("b")
+    assert rest is not None and send.sent == ["a"]
     send.gate.set()
-    await asyncio.wait_for(out.drain(), 5)
-    assert send.sent == ["a", "b", "c"]
+    await asyncio.wait_for(rest, 5)
+    assert send.sent == ["a", "b"]
+
+
+class ReadyAwaitable:
+    """granian's answer on a closed socket: awaitable, complete, and neither a coroutine
+    nor a future (it has `__next__` but no `send`)."""
+
+    def __await__(self) -> ReadyAwaitable:
+        return self
+
+    def __iter__(self) -> ReadyAwaitable:
+        return self
+
+    def __next__(self) -> None:
+        raise StopIteration(None)
+
+
+async def test_an_awaitable_that_is_neither_coroutine_nor_future_is_accepted() -> None:
+    out = Outbound(lambda message: ReadyAwaitable(), 2)  # type: ignore[arg-type,return-value]
+    assert out.start("a") is None
     assert out.room() == 2
+
+
+async def test_a_cancelled_send_ends_the_session_like_a_failed_one() -> None:
+    send = FutureSend()
+    out = Outbound(send, 2)  # type: ignore[arg-type]
+    out.start("a")
+    send.pending[0].cancel()
+    with pytest.raises(ConnectionError):
+        out.room()
+
+
+async def test_abandoned_sends_have_their_failures_read() -> None:
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context))
+    try:
+        for abandon in (True, False):
+            send = FutureSend()
+            out = Outbound(send, 4)  # type: ignore[arg-type]
+            out.start("a")
+            if abandon:
+                out.abandon()
+            send.complete(error=ConnectionResetError("gone"))
+            await asyncio.sleep(0)  # the done callbacks run
+            del send, out
+            gc.collect()
+            if abandon:
+                assert reported == []
+        # The same sends not abandoned: the loop reports the unread failure.
+        assert [c["message"] for c in reported] == ["Future exception was never retrieved"]
+    finally:
+        loop.set_exception_handler(None)
 
 
 async def test_drain_waits_for_every_send_and_swallows_failures() -> None:
@@ -134,9 +187,15 @@ async def test_drain_waits_for_every_send_and_swallows_failures() -> None:
 
 
 def _session(send: FutureSend) -> WsSession:
+    """A session whose first send (the `subscribed` ack, in a real one) went out: its
+    server's sends are known to be futures."""
     ws = SimpleNamespace(scope={RAW_SEND: send}, send=None)
     st = SimpleNamespace(engine=SimpleNamespace(clock=ManualClock()))
-    return WsSession(cast(Any, ws), cast(Any, st), cast(Any, None))
+    session = WsSession(cast(Any, ws), cast(Any, st), cast(Any, None))
+    assert session._outbound.start("subscribed") is None
+    send.complete()
+    send.sent.clear()
+    return session
 
 
 async def _drive(session: WsSession, frames: list[str]) -> bool:
@@ -204,3 +263,80 @@ async def test_a_failed_send_fails_the_next_push() -> None:
     with pytest.raises(ConnectionResetError):
         session.push(["b"])
     assert send.sent == ["a"]
+
+
+async def test_a_queued_message_is_never_overtaken_by_a_round() -> None:
+    send = FutureSend()
+    session = _session(send)
+    assert await _drive(session, ["first"])
+    # The delivery loop queued a message and the writer has not run yet: a round's push
+    # must queue behind it, although there is room in flight.
+    session._out.put_nowait("queued")
+    assert await _drive(session, ["round"])
+    assert send.sent == ["first"]
+    writer = asyncio.ensure_future(session._write_loop())
+    try:
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert send.sent == ["first", "queued", "round"]
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+
+async def test_a_round_never_exceeds_the_limit_in_flight() -> None:
+    send = FutureSend()
+    session = _session(send)
+    writer = asyncio.ensure_future(session._write_loop())
+    try:
+        assert await _drive(session, [f"m{i}" for i in range(IN_FLIGHT - 1)])
+        assert await _drive(session, ["x", "y"])  # one slot left: both must queue
+        await asyncio.sleep(0)
+        assert len(send.pending) <= IN_FLIGHT
+        assert send.sent == [f"m{i}" for i in range(IN_FLIGHT - 1)] + ["x"]
+        send.complete()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert send.sent[-2:] == ["x", "y"]
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+
+async def test_a_closing_session_waits_for_its_sends_in_flight() -> None:
+    send = FutureSend()
+    session = _session(send)
+    assert await _drive(session, ["a", "b"])
+    drained = asyncio.ensure_future(session._drain())
+    await asyncio.sleep(0)
+    assert not drained.done()
+    send.complete(1)
+    await asyncio.sleep(0)
+    assert not drained.done()
+    send.complete()
+    await asyncio.wait_for(drained, 5)
+
+
+async def test_coroutine_sends_go_one_at_a_time_through_the_writer() -> None:
+    """A server whose sends are coroutines: rounds never start them, and the writer
+    finishes each before it starts the next, so a send that suspended is never
+    overtaken by a later one."""
+    send = CoroutineSend()
+    ws = SimpleNamespace(scope={RAW_SEND: send}, send=None)
+    st = SimpleNamespace(engine=SimpleNamespace(clock=ManualClock()))
+    session = WsSession(cast(Any, ws), cast(Any, st), cast(Any, None))
+    writer = asyncio.ensure_future(session._write_loop())
+    try:
+        send.gate.clear()
+        assert await _drive(session, ["a"])
+        assert await _drive(session, ["b"])
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert send.sent == []  # "a" waits on the gate, "b" has not started
+        send.gate.set()
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert send.sent == ["a", "b"]
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)

@@ -104,6 +104,7 @@ class WsSession:
                 drained.cancel()
                 writer.cancel()
             await asyncio.gather(writer, return_exceptions=True)
+            self._outbound.abandon()
         if tasks[3] in done:  # shutdown: say so, then close
             await self._ws.send_text(SHUTDOWN.decode())
             await self._ws.close(1001)
@@ -127,9 +128,15 @@ class WsSession:
             message = await out.get()
             self._holding = True
             await outbound.wait_room()
-            outbound.start(message)
+            rest = outbound.start(message)
             self._holding = False
+            if rest is not None:
+                await rest  # a send that is not a future: one at a time, in this task
             out.task_done()
+
+    async def _finish(self, rest: Awaitable[Any], messages: list[str]) -> None:
+        await rest
+        await self._put_all(messages)
 
     async def _drain(self) -> None:
         await self._out.join()
@@ -311,9 +318,16 @@ class WsSession:
         delivery loop to wait on."""
         out = self._out
         outbound = self._outbound
-        if out.empty() and not self._holding and outbound.room() >= len(frames):
-            for m in frames:
-                outbound.start(m)
+        if (
+            outbound.futures
+            and out.empty()
+            and not self._holding
+            and outbound.room() >= len(frames)
+        ):
+            for i, m in enumerate(frames):
+                rest = outbound.start(m)
+                if rest is not None:  # not a future after all: finish it, queue the rest
+                    return self._finish(rest, frames[i + 1 :])
             return _done()
         for i, m in enumerate(frames):
             if out.full():
