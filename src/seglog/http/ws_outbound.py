@@ -9,7 +9,9 @@ task: at 100 sockets that was much of the loop's cost per delivered batch (BENCH
 loop, and its `done()` is a cheap check: so those sends are started and only counted, up
 to `limit` in flight per socket, and may be started by a fan-out round itself
 (`futures`). Only a socket at its limit (a client that stops reading) makes its writer
-wait, on the oldest send; that is the backpressure, bounded per socket. Order holds:
+wait, on the oldest send; that is the backpressure, bounded per socket. (granian on
+Windows answers with asyncio futures, whose completion does wake the loop: the same
+behaviour, without the saving.) Order holds:
 granian's embedded worker (pinned <2.9 in pyproject.toml) runs one current-thread tokio
 runtime, so sends started in order queue on the socket's fair lock in order;
 test_live_ws checks the order of a busy stream.
