@@ -680,3 +680,68 @@ async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it(
     fanout.wake_all()
     await settle()
     assert all(r.task.done() for r in readers)
+
+
+async def test_the_pause_follows_the_rounds_cpu_time_averaged_not_a_stall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A round's cost is the loop thread's CPU time in it (a stall — descheduled, or
+    waiting for the GIL — is not the fan-out's work), averaged over rounds (COST_WEIGHT):
+    one expensive round lengthens the next pauses a little instead of one pause a lot."""
+    from seglog.http.live_fanout import COST_WEIGHT
+
+    monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", 0.0)
+    wall, cpu = [100.0], [50.0]
+    per_read = {"work": 0.001, "stall": 0.0}
+
+    class TimedFeed(LogFeed):
+        async def read(self, topic: str, cursor: int, opts: DeliveryOptions) -> FeedBatch:
+            wall[0] += per_read["work"] + per_read["stall"]
+            cpu[0] += per_read["work"]
+            return await super().read(topic, cursor, opts)
+
+    feed = TimedFeed()
+    feed.heads["a"] = 0
+    # The loop is saturated between rounds (its CPU clock runs with the wall clock there):
+    # every pause is the whole IDLE_FACTOR × the smoothed cost.
+    fanout = LiveFanout(feed, wall_clock=lambda: wall[0], cpu_clock=lambda: cpu[0])
+    sent: list[int] = []
+
+    async def send(data: bytes) -> None:
+        sent.append(len(data))
+
+    readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send)]
+    await settle()
+    loop = asyncio.get_running_loop()
+
+    def round_with(work: float, stall: float = 0.0) -> float:
+        per_read.update(work=work, stall=stall)
+        wall[0] += 0.05
+        cpu[0] += 0.05
+        fanout._next_ok = 0.0
+        feed.heads["a"] += 1
+        before = loop.time()
+        fanout.wake("a")
+        return fanout._next_ok - before
+
+    steady = []
+    for _ in range(3):
+        steady.append(round_with(0.001))
+        await settle()
+    assert steady == [pytest.approx(IDLE_FACTOR * 0.001, rel=0.05)] * 3
+    stalled = round_with(0.001, stall=0.020)  # 21 ms of wall, 1 ms of CPU
+    await settle()
+    assert stalled == pytest.approx(IDLE_FACTOR * 0.001, rel=0.05)
+    spike = round_with(0.011)  # a round of 11 ms of CPU: the average moves by a fifth
+    await settle()
+    smoothed = 0.001 + COST_WEIGHT * 0.010
+    assert spike == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    after = round_with(0.001)
+    await settle()
+    assert after == pytest.approx(
+        IDLE_FACTOR * (smoothed + COST_WEIGHT * (0.001 - smoothed)), rel=0.05
+    )
+    for r in readers:
+        r.shutdown = True
+    fanout.wake_all()
+    await settle()
