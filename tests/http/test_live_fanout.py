@@ -633,6 +633,8 @@ async def test_a_round_after_an_idle_loop_gets_the_least_pause(
             fanout.wake("a")
             await settle()
             assert sent  # the round sent this head's frame
+            # Every round hands over the same bytes, so each round's cost is also the
+            # average the pause is computed from (COST_WEIGHT).
             out.append((fanout._next_ok - before) / (per_byte * sum(sent) * IDLE_FACTOR))
         for r in readers:
             r.shutdown = True
@@ -651,7 +653,8 @@ async def test_the_bytes_a_round_hands_over_lengthen_the_pause_after_it(
 ) -> None:
     """The loop's clock misses the copies of an SSE round's bytes (I/O threads, kernel):
     each byte a watch stream is handed is charged to the round, so the pause after it
-    covers them."""
+    covers them (the first paced round: later ones are paused by the average, which its
+    charge moves by COST_WEIGHT)."""
     sent: list[bytes] = []
 
     async def send(data: bytes) -> None:
@@ -695,9 +698,13 @@ async def test_the_pause_follows_the_rounds_cpu_time_averaged_not_a_stall(
     per_read = {"work": 0.001, "stall": 0.0}
 
     class TimedFeed(LogFeed):
+        waits = False  # the read waits (a cold read: the round goes on in a task)
+
         async def read(self, topic: str, cursor: int, opts: DeliveryOptions) -> FeedBatch:
             wall[0] += per_read["work"] + per_read["stall"]
             cpu[0] += per_read["work"]
+            if self.waits:
+                await asyncio.sleep(0)
             return await super().read(topic, cursor, opts)
 
     feed = TimedFeed()
@@ -738,9 +745,33 @@ async def test_the_pause_follows_the_rounds_cpu_time_averaged_not_a_stall(
     assert spike == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
     after = round_with(0.001)
     await settle()
-    assert after == pytest.approx(
+    smoothed += COST_WEIGHT * (0.001 - smoothed)
+    assert after == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    # A round too cheap to pace gets no pause and leaves the average alone, and so does a
+    # round while no writer is active (those pauses are not owed): the next paced round
+    # is paused by the average the paced rounds made.
+    assert round_with(0.0001) == pytest.approx(0.0, abs=5e-4)
+    await settle()
+    fanout.writers_active = lambda: False
+    assert round_with(0.020) == pytest.approx(0.0, abs=5e-4)
+    await settle()
+    fanout.writers_active = lambda: True
+    paced = round_with(0.001)
+    await settle()
+    smoothed += COST_WEIGHT * (0.001 - smoothed)
+    assert paced == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    # A round that waited for a read ran in a task, and its clocks ran on through the
+    # loop's other work meanwhile (here 30 ms): it is paused by the average, untouched.
+    feed.waits = True
+    before = loop.time()
+    round_with(0.030)
+    await settle()
+    assert fanout._next_ok - before == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    feed.waits = False
+    assert round_with(0.001) == pytest.approx(
         IDLE_FACTOR * (smoothed + COST_WEIGHT * (0.001 - smoothed)), rel=0.05
     )
+    await settle()
     for r in readers:
         r.shutdown = True
     fanout.wake_all()

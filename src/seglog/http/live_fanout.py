@@ -43,10 +43,10 @@ from seglog.http.watch_request import DeliveryOptions
 log = logging.getLogger("seglog.http")
 
 # While writers are active (`AsyncEngine.writers_active`), a round that cost `c` seconds
-# (the loop thread's CPU time, averaged over rounds: COST_WEIGHT) is
+# (the loop thread's CPU time, averaged over paced rounds: COST_WEIGHT) is
 # followed by up to IDLE_FACTOR × c for everything else (all of it while the loop is
-# saturated, see SATURATED_BUSY): fan-out takes at most a ninth of a busy loop however
-# many watchers there are, and appends that land meanwhile go out
+# saturated, see SATURATED_BUSY): over time, fan-out takes at most about a ninth of a
+# busy loop however many watchers there are, and appends that land meanwhile go out
 # together in fewer, larger frames. Watchers that cannot keep up with a write burst fall
 # behind and catch up once it ends (rounds then run back to back). A round reads at most
 # BATCHES_PER_ROUND batches per group, so a long backlog cannot hold the loop either.
@@ -54,7 +54,8 @@ log = logging.getLogger("seglog.http")
 # watchers 0.37 → 0.83 of their rate alone, and at 1 record/ms the writers' acks p50
 # 5.8 → 1.5 ms, delivery p50 7.3 → 3.9 ms, against no pacing.
 IDLE_FACTOR = 8.0
-# A round cheaper than this is never followed by a pause: it cannot starve a writer, and
+# A round cheaper than this is never followed by a pause (nor does it count towards the
+# averaged cost, COST_WEIGHT): it cannot starve a writer, and
 # with writes that complete without waiting (inline WAL writes) writers count as active
 # right after every write, so pausing after a small round only delays the next frame (1
 # and 10 watchers at 1 record/ms: delivery p50 1.2–1.5 ms paced, 0.58–0.65 ms not).
@@ -86,13 +87,15 @@ MIN_PAUSE_SHARE = 0.25
 # Each gap between rounds moves the busy estimate by 1 - exp(-gap / BUSY_TAU_S): a gap of
 # a few microseconds between back-to-back rounds hardly, a gap of milliseconds mostly.
 BUSY_TAU_S = 0.005
-# The pause follows a round's cost averaged over rounds (each moves it by COST_WEIGHT), and
-# that cost is the loop thread's CPU time in the round, not its wall time: a round that
-# stalled — its thread descheduled by another tenant, or waiting for the GIL that
-# granian's threads hold — paid eight times its stall in the pause after it. Measured
-# (bench_live, 100 WebSocket watchers, 1 record/ms, `disk`): rounds' wall time p50 /
-# p99 / max 1.56 / 5.16 / 12.9 ms against CPU 1.51 / 2.29 / 7.35 ms, and pauses up to
-# 46 ms, the delivery p99. The average keeps the fan-out's long-run share of the loop.
+# The pause follows the paced rounds' cost averaged (each moves it by COST_WEIGHT), and a
+# round's cost is the loop thread's CPU time in it (min(wall, CPU), plus what its pushes
+# are charged), not its wall time: a round that stalled — its thread descheduled by
+# another tenant, or waiting for the GIL that granian's threads hold — paid eight times
+# its stall in the pause after it. Measured (bench_live, 100 WebSocket watchers, 1
+# record/ms, `disk`): rounds' wall time p50 / p99 / max 1.56 / 5.16 / 12.9 ms against
+# CPU 1.51 / 2.29 / 7.35 ms, and pauses up to 46 ms, the delivery p99. Every paced round
+# feeds the average and is paused by it, so over paced rounds the pauses add up to
+# IDLE_FACTOR × their cost, as before; one expensive round lengthens the next few.
 COST_WEIGHT = 0.2
 
 
@@ -157,12 +160,14 @@ class LiveFanout:
     _running: bool = False
     _charged: float = 0.0  # what a round's pushes cost outside it (`ParkedStream.send_cost`)
     # The loop thread's clocks (injectable for tests) and where the last round ended on
-    # them: the gap between rounds tells how busy the rest of the loop's work kept it.
+    # them: they time each round's cost, and the gap between rounds tells how busy the
+    # rest of the loop's work kept it.
     wall_clock: Callable[[], float] = time.perf_counter
     cpu_clock: Callable[[], float] = time.thread_time
     _last_end: tuple[float, float] | None = None
     _others_busy: float = 1.0  # smoothed; 1.0 until measured (the full pause)
-    _cost: float | None = None  # a round's cost, smoothed (COST_WEIGHT); None before the first
+    _cost: float | None = None  # paced rounds' cost, smoothed (COST_WEIGHT); None before one
+    _suspended: bool = False  # the running round waited for a read (it runs in a task)
 
     def has_waiters(self, topic: str) -> bool:
         return topic in self._parked
@@ -232,6 +237,7 @@ class LiveFanout:
             self._failed(topics)
             return
         if rest is not None:
+            self._suspended = True
             task = asyncio.ensure_future(rest)
             self._tasks.add(task)
             task.add_done_callback(lambda t: self._round_done(t, topics))
@@ -263,20 +269,25 @@ class LiveFanout:
                     await self._broadcast(topic, list(parked))
         finally:
             self._running = False
-        # While writers are active they get up to `idle_factor` times the round's cost
-        # before the next round (as much as they kept the loop busy, `pause_after_round`);
-        # with none, rounds run back to back, so watchers that fell behind during a write
-        # burst catch up at full speed once it ends.
+        # While writers are active they get up to `idle_factor` times the paced rounds'
+        # averaged cost before the next round (as much as they kept the loop busy,
+        # `pause_after_round`); with none, rounds run back to back, so watchers that fell
+        # behind during a write burst catch up at full speed once it ends. Only paced
+        # rounds feed the average, so it spreads their pauses without losing any; a round
+        # that waited for a read is paced at the average (its clocks also ran through the
+        # loop's other work while it waited).
         now, cpu = self.wall_clock(), self.cpu_clock()
         self._last_end = (now, cpu)
         cost = min(now - t0, cpu - cpu0) + self._charged
         self._charged = 0.0
-        self._cost = cost if self._cost is None else self._cost + COST_WEIGHT * (cost - self._cost)
+        suspended, self._suspended = self._suspended, False
         delay = 0.0
-        if cost >= MIN_PACED_ROUND_S:
-            delay = pause_after_round(
-                self._cost, self.idle_factor, self.writers_active(), self._others_busy
-            )
+        if cost >= MIN_PACED_ROUND_S and self.writers_active():
+            if self._cost is None:
+                self._cost = cost
+            elif not suspended:
+                self._cost += COST_WEIGHT * (cost - self._cost)
+            delay = pause_after_round(self._cost, self.idle_factor, True, self._others_busy)
         loop = asyncio.get_running_loop()
         self._next_ok = loop.time() + delay
         if self._pending and self._timer is None:
@@ -353,8 +364,8 @@ class LiveFanout:
 def pause_after_round(
     cost_s: float, idle_factor: float, writers_active: bool, others_busy: float = 1.0
 ) -> float:
-    """How long the loop belongs to everything else after a round that cost `cost_s`:
-    `idle_factor` × `cost_s` when the rest of the loop's work kept it saturated between
+    """How long the loop belongs to everything else after a round that cost `cost_s` (the
+    paced rounds' averaged cost, from `LiveFanout`): `idle_factor` × `cost_s` when the rest of the loop's work kept it saturated between
     rounds (`others_busy` ≥ SATURATED_BUSY), MIN_PAUSE_SHARE of it when it left the loop
     mostly idle (≤ IDLE_BUSY), linearly in between."""
     if cost_s < MIN_PACED_ROUND_S or not writers_active:
