@@ -6,7 +6,9 @@ produced, at most IN_FLIGHT are unconfirmed, a client that stops reading stops d
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
+from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any, cast
 
@@ -198,6 +200,17 @@ def _session(send: FutureSend) -> WsSession:
     return session
 
 
+@contextlib.asynccontextmanager
+async def writing(session: WsSession) -> AsyncIterator[None]:
+    """The session's writer task, running for the block."""
+    writer = asyncio.ensure_future(session._write_loop())
+    try:
+        yield
+    finally:
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+
+
 async def _drive(session: WsSession, frames: list[str]) -> bool:
     """Push like a fan-out round; True if the push completed without waiting."""
     pending = start_send(session.push(frames))
@@ -207,8 +220,7 @@ async def _drive(session: WsSession, frames: list[str]) -> bool:
 async def test_pushes_start_in_order_and_queue_behind_a_held_message() -> None:
     send = FutureSend()
     session = _session(send)
-    writer = asyncio.ensure_future(session._write_loop())
-    try:
+    async with writing(session):
         assert await _drive(session, [f"m{i}" for i in range(IN_FLIGHT)])
         assert send.sent == [f"m{i}" for i in range(IN_FLIGHT)]  # started in the round
         # No room: the next one queues; the writer takes it and holds it for room.
@@ -223,16 +235,12 @@ async def test_pushes_start_in_order_and_queue_behind_a_held_message() -> None:
             await asyncio.sleep(0)
             send.complete()
         assert send.sent == [f"m{i}" for i in range(IN_FLIGHT)] + ["q0", "late"]
-    finally:
-        writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)
 
 
 async def test_a_client_that_stops_reading_stops_delivery_bounded() -> None:
     send = FutureSend()  # nothing ever completes: the client reads nothing
     session = _session(send)
-    writer = asyncio.ensure_future(session._write_loop())
-    try:
+    async with writing(session):
         handed_back = None
         for i in range(IN_FLIGHT + OUTBOUND_QUEUE + 5):
             pending = start_send(session.push([f"m{i}"]))
@@ -250,9 +258,6 @@ async def test_a_client_that_stops_reading_stops_delivery_bounded() -> None:
             send.complete()
         await asyncio.wait_for(handed_back[1], 5)
         assert send.sent == [f"m{i}" for i in range(handed_back[0] + 1)]
-    finally:
-        writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)
 
 
 async def test_a_failed_send_fails_the_next_push() -> None:
@@ -274,21 +279,16 @@ async def test_a_queued_message_is_never_overtaken_by_a_round() -> None:
     session._out.put_nowait("queued")
     assert await _drive(session, ["round"])
     assert send.sent == ["first"]
-    writer = asyncio.ensure_future(session._write_loop())
-    try:
+    async with writing(session):
         for _ in range(10):
             await asyncio.sleep(0)
         assert send.sent == ["first", "queued", "round"]
-    finally:
-        writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)
 
 
 async def test_a_round_never_exceeds_the_limit_in_flight() -> None:
     send = FutureSend()
     session = _session(send)
-    writer = asyncio.ensure_future(session._write_loop())
-    try:
+    async with writing(session):
         assert await _drive(session, [f"m{i}" for i in range(IN_FLIGHT - 1)])
         assert await _drive(session, ["x", "y"])  # one slot left: both must queue
         await asyncio.sleep(0)
@@ -298,9 +298,6 @@ async def test_a_round_never_exceeds_the_limit_in_flight() -> None:
         for _ in range(10):
             await asyncio.sleep(0)
         assert send.sent[-2:] == ["x", "y"]
-    finally:
-        writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)
 
 
 async def test_a_closing_session_waits_for_its_sends_in_flight() -> None:
@@ -325,8 +322,7 @@ async def test_coroutine_sends_go_one_at_a_time_through_the_writer() -> None:
     ws = SimpleNamespace(scope={RAW_SEND: send}, send=None)
     st = SimpleNamespace(engine=SimpleNamespace(clock=ManualClock()))
     session = WsSession(cast(Any, ws), cast(Any, st), cast(Any, None))
-    writer = asyncio.ensure_future(session._write_loop())
-    try:
+    async with writing(session):
         send.gate.clear()
         assert await _drive(session, ["a"])
         assert await _drive(session, ["b"])
@@ -337,6 +333,3 @@ async def test_coroutine_sends_go_one_at_a_time_through_the_writer() -> None:
         for _ in range(10):
             await asyncio.sleep(0)
         assert send.sent == ["a", "b"]
-    finally:
-        writer.cancel()
-        await asyncio.gather(writer, return_exceptions=True)

@@ -365,9 +365,10 @@ def pause_after_round(
     cost_s: float, idle_factor: float, writers_active: bool, others_busy: float = 1.0
 ) -> float:
     """How long the loop belongs to everything else after a round that cost `cost_s` (the
-    paced rounds' averaged cost, from `LiveFanout`): `idle_factor` × `cost_s` when the rest of the loop's work kept it saturated between
-    rounds (`others_busy` ≥ SATURATED_BUSY), MIN_PAUSE_SHARE of it when it left the loop
-    mostly idle (≤ IDLE_BUSY), linearly in between."""
+    paced rounds' averaged cost, from `LiveFanout`): `idle_factor` × `cost_s` when the
+    rest of the loop's work kept it saturated between rounds (`others_busy` ≥
+    SATURATED_BUSY), MIN_PAUSE_SHARE of it when it left the loop mostly idle
+    (≤ IDLE_BUSY), linearly in between."""
     if cost_s < MIN_PACED_ROUND_S or not writers_active:
         return 0.0
     share = min(max((others_busy - IDLE_BUSY) / (SATURATED_BUSY - IDLE_BUSY), 0.0), 1.0)
