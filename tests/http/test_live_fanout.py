@@ -689,11 +689,22 @@ async def test_the_pause_follows_the_rounds_cpu_time_averaged_not_a_stall(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A round's cost is the loop thread's CPU time in it (a stall — descheduled, or
-    waiting for the GIL — is not the fan-out's work), averaged over rounds (COST_WEIGHT):
-    one expensive round lengthens the next pauses a little instead of one pause a lot."""
+    waiting for the GIL — is not the fan-out's work), averaged over the rounds that are
+    paced (COST_WEIGHT): one expensive round lengthens the next pauses a little instead
+    of one pause a lot. The pause itself is `pause_after_round` of that average (tested
+    above); here the cost each round is paused by is read off it, on the test's clocks."""
+    from seglog.http import live_fanout
     from seglog.http.live_fanout import COST_WEIGHT
 
     monkeypatch.setattr("seglog.http.watch_stream.SEND_BYTE_COST_S", 0.0)
+    paced_by: list[float] = []
+    real_pause = live_fanout.pause_after_round
+
+    def pause_spy(cost_s: float, *rest: Any) -> float:
+        paced_by.append(cost_s)
+        return real_pause(cost_s, *rest)
+
+    monkeypatch.setattr(live_fanout, "pause_after_round", pause_spy)
     wall, cpu = [100.0], [50.0]
     per_read = {"work": 0.001, "stall": 0.0}
 
@@ -709,8 +720,6 @@ async def test_the_pause_follows_the_rounds_cpu_time_averaged_not_a_stall(
 
     feed = TimedFeed()
     feed.heads["a"] = 0
-    # The loop is saturated between rounds (its CPU clock runs with the wall clock there):
-    # every pause is the whole IDLE_FACTOR × the smoothed cost.
     fanout = LiveFanout(feed, wall_clock=lambda: wall[0], cpu_clock=lambda: cpu[0])
     sent: list[int] = []
 
@@ -719,59 +728,48 @@ async def test_the_pause_follows_the_rounds_cpu_time_averaged_not_a_stall(
 
     readers = [Reader(feed, {"a": 0}, DeliveryOptions(), Bell(), fanout, send)]
     await settle()
-    loop = asyncio.get_running_loop()
 
-    def round_with(work: float, stall: float = 0.0) -> float:
+    async def round_with(work: float, stall: float = 0.0) -> float | None:
+        """Run one round; the cost it was paused by (None: no pause)."""
         per_read.update(work=work, stall=stall)
         wall[0] += 0.05
         cpu[0] += 0.05
         fanout._next_ok = 0.0
         feed.heads["a"] += 1
-        before = loop.time()
+        paced_by.clear()
         fanout.wake("a")
-        return fanout._next_ok - before
-
-    steady = []
-    for _ in range(3):
-        steady.append(round_with(0.001))
         await settle()
-    assert steady == [pytest.approx(IDLE_FACTOR * 0.001, rel=0.05)] * 3
-    stalled = round_with(0.001, stall=0.020)  # 21 ms of wall, 1 ms of CPU
-    await settle()
-    assert stalled == pytest.approx(IDLE_FACTOR * 0.001, rel=0.05)
-    spike = round_with(0.011)  # a round of 11 ms of CPU: the average moves by a fifth
-    await settle()
+        assert sent, "the round sent the new record"
+        sent.clear()
+        assert len(paced_by) <= 1
+        return paced_by[0] if paced_by else None
+
+    def near(x: float) -> Any:
+        return pytest.approx(x, rel=1e-9)
+
+    for _ in range(3):
+        assert await round_with(0.001) == near(0.001)
+    assert await round_with(0.001, stall=0.020) == near(0.001)  # 21 ms of wall, 1 of CPU
     smoothed = 0.001 + COST_WEIGHT * 0.010
-    assert spike == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
-    after = round_with(0.001)
-    await settle()
+    assert await round_with(0.011) == near(smoothed)  # 11 ms of CPU: a fifth of the spike
     smoothed += COST_WEIGHT * (0.001 - smoothed)
-    assert after == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    assert await round_with(0.001) == near(smoothed)
     # A round too cheap to pace gets no pause and leaves the average alone, and so does a
     # round while no writer is active (those pauses are not owed): the next paced round
     # is paused by the average the paced rounds made.
-    assert round_with(0.0001) == pytest.approx(0.0, abs=5e-4)
-    await settle()
+    assert await round_with(0.0001) is None
     fanout.writers_active = lambda: False
-    assert round_with(0.020) == pytest.approx(0.0, abs=5e-4)
-    await settle()
+    assert await round_with(0.020) is None
     fanout.writers_active = lambda: True
-    paced = round_with(0.001)
-    await settle()
     smoothed += COST_WEIGHT * (0.001 - smoothed)
-    assert paced == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    assert await round_with(0.001) == near(smoothed)
     # A round that waited for a read ran in a task, and its clocks ran on through the
     # loop's other work meanwhile (here 30 ms): it is paused by the average, untouched.
     feed.waits = True
-    before = loop.time()
-    round_with(0.030)
-    await settle()
-    assert fanout._next_ok - before == pytest.approx(IDLE_FACTOR * smoothed, rel=0.05)
+    assert await round_with(0.030) == near(smoothed)
     feed.waits = False
-    assert round_with(0.001) == pytest.approx(
-        IDLE_FACTOR * (smoothed + COST_WEIGHT * (0.001 - smoothed)), rel=0.05
-    )
-    await settle()
+    smoothed += COST_WEIGHT * (0.001 - smoothed)
+    assert await round_with(0.001) == near(smoothed)
     for r in readers:
         r.shutdown = True
     fanout.wake_all()
