@@ -625,23 +625,18 @@ static PyObject *encode_segment_rows(PyObject *self, PyObject *args) { return en
 
 enum { WAL_HEADER = 38, FLAG_DURABLE = 4, FLAG_MORE = 8 };
 
-static PyObject *s_data_json, *s_meta_json, *s_node, *s_tag;
-
 PyDoc_STRVAR(encode_appends_doc,
-"encode_appends(topic_id, first_seq, ts, records, durable, out) -> None\n\n"
+"encode_appends(topic_id, first_seq, ts, data, meta, node, tag, durable, out) -> None\n\n"
 "Appends to the list `out` one Append frame (STORAGE 3.1) per record, seq first_seq + i,\n"
-"each frame but the last flagged `more`. A record has data_json (bytes), meta_json (bytes\n"
-"or None), node and tag (str or None); its payload blob is {\"d\":data} or\n"
-"{\"d\":data,\"m\":meta}. ValueError when a field does not fit its width; `out` is then\n"
-"unchanged. Data and meta must be bytes (TypeError otherwise). Python twin:\n"
+"each frame but the last flagged `more`. The records are four lists of one length (a\n"
+"RecordBatch's columns): data (bytes), meta (bytes or None), node and tag (str or None);\n"
+"a payload blob is {\"d\":data} or {\"d\":data,\"m\":meta}. ValueError when a field does\n"
+"not fit its width or the lists differ in length; `out` is then unchanged. Data and meta\n"
+"must be bytes (TypeError otherwise). Python twin:\n"
 "seglog.core.append_frames.encode_appends_py.");
 
-/* A record's attribute as a byte span (bytes) or UTF-8 (str); None is absent. 0 ok. */
-static int attr_span(PyObject *rec, PyObject *name, int text, PyObject **keep, const char **p,
-                     Py_ssize_t *n, int *present) {
-    PyObject *v = PyObject_GetAttr(rec, name);
-    if (v == NULL) return -1;
-    *keep = v;
+/* A column's value as a byte span (bytes) or UTF-8 (str); None is absent. 0 ok. */
+static int value_span(PyObject *v, int text, const char **p, Py_ssize_t *n, int *present) {
     *present = v != Py_None;
     *p = "";
     *n = 0;
@@ -664,34 +659,36 @@ static int attr_span(PyObject *rec, PyObject *name, int text, PyObject **keep, c
 }
 
 static PyObject *encode_appends(PyObject *self, PyObject *args) {
-    PyObject *tid_obj, *first_obj, *ts_obj, *records, *out;
+    PyObject *tid_obj, *first_obj, *ts_obj, *data, *meta, *node, *tag, *out;
     int durable;
-    if (!PyArg_ParseTuple(args, "OOOOpO!", &tid_obj, &first_obj, &ts_obj, &records, &durable,
-                          &PyList_Type, &out))
+    if (!PyArg_ParseTuple(args, "OOOO!O!O!O!pO!", &tid_obj, &first_obj, &ts_obj, &PyList_Type,
+                          &data, &PyList_Type, &meta, &PyList_Type, &node, &PyList_Type, &tag,
+                          &durable, &PyList_Type, &out))
         return NULL;
     uint64_t tid = 0, first = 0, ts = 0;
     int r1 = as_u64(tid_obj, &tid), r2 = as_u64(first_obj, &first), r3 = as_u64(ts_obj, &ts);
     if (r1 < 0 || r2 < 0 || r3 < 0) return NULL;
     int header_wide = r1 || r2 || r3; /* raised at the first record, where the twin packs */
-    /* A tuple copy: no attribute a record computes can change the sequence under us. */
-    PyObject *seq_fast = PySequence_Tuple(records);
-    if (seq_fast == NULL) return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq_fast), start = PyList_GET_SIZE(out);
-    PyObject **items = PySequence_Fast_ITEMS(seq_fast);
+    Py_ssize_t n = PyList_GET_SIZE(data), start = PyList_GET_SIZE(out);
+    if (PyList_GET_SIZE(meta) != n || PyList_GET_SIZE(node) != n || PyList_GET_SIZE(tag) != n) {
+        PyErr_SetString(PyExc_ValueError, "a record batch's columns differ in length");
+        return NULL;
+    }
+    /* No Python code runs in this loop (no method of a value is called), so the borrowed
+       items stay alive and the lists cannot change under us. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *keep[4] = {NULL, NULL, NULL, NULL};
         const char *dp = "", *mp = "", *np_ = "", *tp = "";
         Py_ssize_t dn = 0, mn = 0, nn = 0, tn = 0;
         int hd = 0, hm = 0, hn = 0, ht = 0;
         /* In the twin's order: the payload blob (data, then meta), then node and tag. */
-        int bad = attr_span(items[i], s_data_json, 0, &keep[0], &dp, &dn, &hd) < 0;
+        int bad = value_span(PyList_GET_ITEM(data, i), 0, &dp, &dn, &hd) < 0;
         if (!bad && !hd) {
             PyErr_SetString(PyExc_TypeError, "a record's data_json must be bytes");
             bad = 1;
         }
-        bad = bad || attr_span(items[i], s_meta_json, 0, &keep[1], &mp, &mn, &hm) < 0 ||
-              attr_span(items[i], s_node, 1, &keep[2], &np_, &nn, &hn) < 0 ||
-              attr_span(items[i], s_tag, 1, &keep[3], &tp, &tn, &ht) < 0;
+        bad = bad || value_span(PyList_GET_ITEM(meta, i), 0, &mp, &mn, &hm) < 0 ||
+              value_span(PyList_GET_ITEM(node, i), 1, &np_, &nn, &hn) < 0 ||
+              value_span(PyList_GET_ITEM(tag, i), 1, &tp, &tn, &ht) < 0;
         uint64_t dl = (uint64_t)dn + 6 + (hm ? (uint64_t)mn + 5 : 0); /* {"d": .. [,"m": ..] } */
         uint64_t frame_len = MIN_FRAME_LEN + (uint64_t)nn + (uint64_t)tn + dl;
         int seq_wide = i > 0 && first + (uint64_t)i < first;
@@ -701,46 +698,41 @@ static PyObject *encode_appends(PyObject *self, PyObject *args) {
             bad = 1;
         }
         PyObject *frame = bad ? NULL : PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + frame_len));
-        if (frame != NULL) {
-            unsigned char *f = (unsigned char *)PyBytes_AS_STRING(frame);
-            unsigned flags = (durable ? FLAG_DURABLE : 0) | (i + 1 < n ? FLAG_MORE : 0) |
-                             (hn ? FLAG_NODE : 0) | (ht ? FLAG_TAG : 0);
-            put32(f, (uint32_t)frame_len);
-            f[4] = 1; /* Append */
-            f[5] = (unsigned char)flags;
-            put64(f + 6, tid);
-            put64(f + 14, first + (uint64_t)i);
-            put64(f + 22, ts);
-            put16(f + 30, (uint32_t)nn);
-            put16(f + 32, (uint32_t)tn);
-            put32(f + 34, (uint32_t)dl);
-            unsigned char *q = f + WAL_HEADER;
-            memcpy(q, np_, (size_t)nn);
-            q += nn;
-            memcpy(q, tp, (size_t)tn);
-            q += tn;
-            memcpy(q, "{\"d\":", 5);
-            memcpy(q + 5, dp, (size_t)dn);
-            q += 5 + dn;
-            if (hm) {
-                memcpy(q, ",\"m\":", 5);
-                memcpy(q + 5, mp, (size_t)mn);
-                q += 5 + mn;
-            }
-            *q++ = '}';
-            put64(q, XXH3_64bits(f + 4, (size_t)(q - f - 4)));
-        }
-        for (int k = 0; k < 4; k++) Py_XDECREF(keep[k]);
         if (frame == NULL) goto fail;
+        unsigned char *f = (unsigned char *)PyBytes_AS_STRING(frame);
+        unsigned flags = (durable ? FLAG_DURABLE : 0) | (i + 1 < n ? FLAG_MORE : 0) |
+                         (hn ? FLAG_NODE : 0) | (ht ? FLAG_TAG : 0);
+        put32(f, (uint32_t)frame_len);
+        f[4] = 1; /* Append */
+        f[5] = (unsigned char)flags;
+        put64(f + 6, tid);
+        put64(f + 14, first + (uint64_t)i);
+        put64(f + 22, ts);
+        put16(f + 30, (uint32_t)nn);
+        put16(f + 32, (uint32_t)tn);
+        put32(f + 34, (uint32_t)dl);
+        unsigned char *q = f + WAL_HEADER;
+        memcpy(q, np_, (size_t)nn);
+        q += nn;
+        memcpy(q, tp, (size_t)tn);
+        q += tn;
+        memcpy(q, "{\"d\":", 5);
+        memcpy(q + 5, dp, (size_t)dn);
+        q += 5 + dn;
+        if (hm) {
+            memcpy(q, ",\"m\":", 5);
+            memcpy(q + 5, mp, (size_t)mn);
+            q += 5 + mn;
+        }
+        *q++ = '}';
+        put64(q, XXH3_64bits(f + 4, (size_t)(q - f - 4)));
         int rc = PyList_Append(out, frame);
         Py_DECREF(frame);
         if (rc < 0) goto fail;
     }
-    Py_DECREF(seq_fast);
     Py_RETURN_NONE;
 fail:
     PyList_SetSlice(out, start, PyList_GET_SIZE(out), NULL); /* out unchanged on failure */
-    Py_DECREF(seq_fast);
     return NULL;
 }
 
@@ -849,10 +841,5 @@ static struct PyModuleDef module = {
 };
 
 PyMODINIT_FUNC PyInit__speedups(void) {
-    s_data_json = PyUnicode_InternFromString("data_json");
-    s_meta_json = PyUnicode_InternFromString("meta_json");
-    s_node = PyUnicode_InternFromString("node");
-    s_tag = PyUnicode_InternFromString("tag");
-    if (!s_data_json || !s_meta_json || !s_node || !s_tag) return NULL;
     return PyModule_Create(&module);
 }

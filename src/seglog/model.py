@@ -8,6 +8,7 @@ splices the bytes into responses without re-encoding.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, TypedDict
@@ -305,6 +306,94 @@ class RecordIn:
     @property
     def size(self) -> int:
         return json_size(self.data_json, self.meta_json)
+
+
+class RecordBatch:
+    """The records of one write, column by column: what the write path works on.
+
+    A write of n records is n entries in each of four lists (`meta` None = absent, `node`
+    and `tag` None = none), so the steps that touch every record — sizes, the batch node,
+    the WAL frames, the topic's slot columns — run over whole lists instead of building
+    and reading n `RecordIn` objects. The lists are shared, never mutated: treat a batch
+    as immutable. Iterating yields `RecordIn`s for the paths that want records."""
+
+    __slots__ = ("_sizes", "data", "meta", "node", "tag")
+
+    def __init__(
+        self,
+        data: list[bytes],
+        meta: list[bytes | None],
+        node: list[str | None],
+        tag: list[str | None],
+    ) -> None:
+        if not len(data) == len(meta) == len(node) == len(tag):
+            raise ValueError("a record batch's columns differ in length")
+        self.data = data
+        self.meta = meta
+        self.node = node
+        self.tag = tag
+        self._sizes: list[int] | None = None
+
+    @classmethod
+    def of(cls, records: RecordBatch | Iterable[RecordIn]) -> RecordBatch:
+        """`records` as a batch (a batch is returned as it is)."""
+        if isinstance(records, RecordBatch):
+            return records
+        rs = records if isinstance(records, (list, tuple)) else list(records)
+        return cls(
+            [r.data_json for r in rs],
+            [r.meta_json for r in rs],
+            [r.node for r in rs],
+            [r.tag for r in rs],
+        )
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __iter__(self) -> Iterator[RecordIn]:
+        return map(RecordIn, self.data, self.meta, self.node, self.tag)
+
+    def __getitem__(self, i: int) -> RecordIn:
+        return RecordIn(self.data[i], self.meta[i], self.node[i], self.tag[i])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RecordBatch):
+            return NotImplemented
+        return (self.data, self.meta, self.node, self.tag) == (
+            other.data,
+            other.meta,
+            other.node,
+            other.tag,
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RecordBatch({list(self)!r})"
+
+    def sizes(self) -> list[int]:
+        """bytes(record) of SEMANTICS §1.2 for each record (computed once)."""
+        if self._sizes is None:
+            data, meta = self.data, self.meta
+            if meta.count(None) == len(meta):
+                self._sizes = list(map(len, data))
+            else:
+                self._sizes = [
+                    len(d) + (0 if m is None else len(m)) for d, m in zip(data, meta, strict=True)
+                ]
+        return self._sizes
+
+    def with_node(self, node: str) -> RecordBatch:
+        """The batch with `node` filled in where a record has none (API §3's batch node)."""
+        nodes = self.node
+        filled: list[str | None] = (
+            [node] * len(nodes)
+            if nodes.count(None) == len(nodes)
+            else [node if n is None else n for n in nodes]
+        )
+        out = RecordBatch(self.data, self.meta, filled, self.tag)
+        out._sizes = self._sizes
+        return out
 
 
 # Not frozen: one is built per record on the hot path, and a frozen dataclass __init__

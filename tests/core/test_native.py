@@ -12,6 +12,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -41,11 +42,21 @@ def _append_outcomes(case: tuple) -> list[tuple[str, list[bytes]]]:
     for fn in (_c().encode_appends, append_frames.encode_appends_py):
         out: list[bytes] = [b"keep"]
         try:
-            fn(*case[:3], case[3], True, out)
+            fn(*case[:3], *_columns(case[3]), True, out)
             outcomes.append(("ok", out))
         except (ValueError, TypeError) as e:
             outcomes.append((type(e).__name__, out))
     return outcomes
+
+
+def _columns(records: list[_Rec]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """The four columns of a `RecordBatch` holding `records`."""
+    return (
+        [r.data_json for r in records],
+        [r.meta_json for r in records],
+        [r.node for r in records],
+        [r.tag for r in records],
+    )
 
 
 needs_native = pytest.mark.skipif(
@@ -325,8 +336,8 @@ def test_encode_appends_equals_the_python_encoder(
 ) -> None:
     want: list[bytes] = [b"head"]
     got: list[bytes] = [b"head"]
-    append_frames.encode_appends_py(tid, first, ts, records, durable, want)
-    _c().encode_appends(tid, first, ts, records, durable, got)
+    append_frames.encode_appends_py(tid, first, ts, *_columns(records), durable, want)
+    _c().encode_appends(tid, first, ts, *_columns(records), durable, got)
     assert got == want
     # and they read back as the records, each but the last flagged `more`
     frames_, _ = scan_frames(b"".join(got[1:]))
@@ -523,6 +534,20 @@ def test_gather_rows_refuses_a_negative_width(impl: str) -> None:
 def test_encode_appends_raise_where_the_twin_does(case: tuple) -> None:
     outcomes = _append_outcomes(case)
     assert outcomes[0] == outcomes[1]
+
+
+@needs_native
+@pytest.mark.parametrize("short", ["data", "meta", "node", "tag"])
+def test_encode_appends_refuse_columns_of_different_lengths(short: str) -> None:
+    cols = dict(
+        zip(("data", "meta", "node", "tag"), _columns([_Rec(b"1"), _Rec(b"2")]), strict=True)
+    )
+    cols[short] = cols[short][:1]
+    for fn in (_c().encode_appends, append_frames.encode_appends_py):
+        out: list[bytes] = [b"keep"]
+        with pytest.raises(ValueError, match="differ in length"):
+            fn(1, 1, 1, cols["data"], cols["meta"], cols["node"], cols["tag"], True, out)
+        assert out == [b"keep"]
 
 
 # ---- json_rows (the diff page's common record array) -------------------------------------

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from seglog.engine.column_read import select_slots
 from seglog.engine.frozen_slots import HEAP, FrozenSlots, TsColumn
 from seglog.engine.topic import TopicState
-from seglog.model import RecordIn, Selector, TopicConfig
+from seglog.model import RecordBatch, RecordIn, Selector, TopicConfig
 from seglog.storage.scratch import ScratchSpace
 
 TAGS = [None, "a", "ab", "b"]
@@ -78,7 +78,7 @@ def apply(t: TopicState, op: str, arg: Any, clock: _Clock) -> None:
             RecordIn.of({"v": "x" * n}, tag=tag, node=node, meta={"m": 1} if m else None)
             for tag, node, n, m in recs
         ]
-        t.publish_batch(t.head + 1, clock.now, records)
+        t.publish_batch(t.head + 1, clock.now, RecordBatch.of(records))
     elif op == "holes":
         t.append_holes(t.head + arg, clock.now)
     elif op == "kill":
@@ -177,7 +177,7 @@ def test_frozen_slots_answer_like_list_slots(
 
 def test_payload_drops_move_the_prefix_and_only_it() -> None:
     t = TopicState("t", 1, TopicConfig())
-    t.publish_batch(1, 5, [RecordIn.of(i, tag="k") for i in range(10)])
+    t.publish_batch(1, 5, RecordBatch.of([RecordIn.of(i, tag="k") for i in range(10)]))
     t.drop_payloads(3, 6)  # not a prefix: nothing moves
     assert t.frozen.n == 0 and not t.has_payload(4) and t.has_payload(1)
     t.drop_payloads(0, 3)
@@ -193,7 +193,8 @@ def test_the_label_table_forgets_labels_no_slot_uses() -> None:
     t = TopicState("t", 1, TopicConfig(cap_records=1_000))
     seq = 0
     for ts in range(200):
-        t.publish_batch(t.head + 1, ts, [RecordIn.of(1, tag=f"o{seq + k}") for k in range(1_000)])
+        batch = RecordBatch.of([RecordIn.of(1, tag=f"o{seq + k}") for k in range(1_000)])
+        t.publish_batch(t.head + 1, ts, batch)
         seq += 1_000
         t.apply_record_cap()
         t.drop_payloads(0, t.slot_count)

@@ -14,7 +14,7 @@ from seglog.core.frames import FrameType
 from seglog.engine.ops import PendingOp
 from seglog.engine.topic import TopicState
 from seglog.engine.writes import HEAD_RESERVATION_STEP, submit_append
-from seglog.model import Durability, RecordIn, TopicConfig
+from seglog.model import Durability, RecordBatch, RecordIn, TopicConfig
 from seglog.storage.wal_commit import Commit
 
 STEP = HEAD_RESERVATION_STEP
@@ -65,7 +65,7 @@ def test_reservations_cover_every_write_and_stay_close_to_the_head(
         durable_before = max(
             [0] + [max(reservations(f), default=0) for f, _, c in wal.subs if c.done()]
         )
-        op = submit_append(t, [RecordIn.of(1)] * n, n, 0, wal.submit)
+        op = submit_append(t, RecordBatch.of([RecordIn.of(1)] * n), n, 0, wal.submit)
         ops.append(op)
         last = op.first_seq + n - 1
         write_frames, write_durable, _ = wal.subs[before]
@@ -95,7 +95,7 @@ def test_steady_disk_writes_do_not_wait_for_reservation_fsyncs() -> None:
     waited = 0
     for _ in range(100):
         before = len(wal.subs)
-        op = submit_append(t, [RecordIn.of(1)] * 100, 100, 0, wal.submit)
+        op = submit_append(t, RecordBatch.of([RecordIn.of(1)] * 100), 100, 0, wal.submit)
         waited += wal.subs[before][1]
         wal.settle()  # the WAL keeps up: reservations commit between writes
         publish(t, [op])

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seglog.engine.topic import TopicState
-from seglog.model import RecordIn, Selector, TopicConfig
+from seglog.model import RecordBatch, RecordIn, Selector, TopicConfig
 
 TAGS = [None, "a", "ab", "b"]
 SELECTORS = [Selector("Eq", "a"), Selector("Eq", "b"), Selector("Glob", "a"), Selector("Glob", "")]
@@ -41,7 +41,7 @@ def apply(t: TopicState, op: str, arg: object) -> None:
     if op in ("write", "bulk"):
         tags = arg if op == "write" else [arg[1]] * arg[0]  # type: ignore[index]
         records = [RecordIn.of(k, tag=g) for k, g in enumerate(tags)]  # type: ignore[union-attr]
-        t.publish_batch(t.head + 1, 1_000 + t.head, records)
+        t.publish_batch(t.head + 1, 1_000 + t.head, RecordBatch.of(records))
     elif op == "kill":
         t.apply_delete(None, None, 0, [s for s in arg if s <= t.head])  # type: ignore[union-attr]
     elif op == "delete_tag":

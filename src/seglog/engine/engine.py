@@ -53,6 +53,7 @@ from seglog.model import (
     PutTopicResult,
     QueueCounts,
     ReadResult,
+    RecordBatch,
     RecordIn,
     Selector,
     TopicConfig,
@@ -598,7 +599,7 @@ class Engine:
     def write(
         self,
         name: str,
-        records: Sequence[RecordIn],
+        records: RecordBatch | Sequence[RecordIn],
         *,
         node: str | None = None,
         idempotency_key: str | None = None,
@@ -615,7 +616,7 @@ class Engine:
     def write_begin(
         self,
         name: str,
-        records: Sequence[RecordIn],
+        records: RecordBatch | Sequence[RecordIn],
         *,
         node: str | None = None,
         idempotency_key: str | None = None,

@@ -40,7 +40,7 @@ from seglog.engine.routers import Router, RouterTable, prune_copies
 from seglog.engine.topic import TopicState
 from seglog.engine.writes import check_quota
 from seglog.errors import SeglogError
-from seglog.model import Discard, Record, RecordIn
+from seglog.model import Discard, Record, RecordBatch, RecordIn
 from seglog.storage.segment import PinnedSegment
 from seglog.storage.wal_commit import Commit
 
@@ -285,7 +285,7 @@ class Forwarder:
                 Commit.completed(),
                 first_seq=first,
                 ts=ts,
-                records=plan.copies,
+                records=RecordBatch.of(plan.copies),
                 size=plan.size,
                 holes=trimmed,
                 owner=d,

@@ -17,7 +17,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any
 
 from seglog.errors import SeglogError
-from seglog.model import DeleteResult, RecordIn, Selector, WriteResult
+from seglog.model import DeleteResult, RecordBatch, Selector, WriteResult
 
 if TYPE_CHECKING:
     from seglog.engine.topic import RetentionCut
@@ -38,7 +38,7 @@ class PendingOp:
     # append
     first_seq: int = 0
     ts: int = 0
-    records: list[RecordIn] | None = None
+    records: RecordBatch | None = None
     size: int = 0
     reservation: int = 0  # the disk head reservation logged with this write (0: none)
     idempotency_key: str | None = None

@@ -44,7 +44,7 @@ from seglog.engine.slot_flags import SlotFlags
 from seglog.model import (
     Durability,
     Record,
-    RecordIn,
+    RecordBatch,
     Selector,
     TopicConfig,
 )
@@ -325,19 +325,14 @@ class TopicState:
         self._size.extend(size)
         self.flags.extend(dead)
 
-    def publish_batch(self, first_seq: int, ts: int, records: list[RecordIn]) -> None:
+    def publish_batch(self, first_seq: int, ts: int, records: RecordBatch) -> None:
         """Publish a committed write: the hot path, so it fills the slot columns a whole
         column at a time (`append_slot` per record is several times slower)."""
         assert first_seq == self.end_seq == self.head + 1
         n = len(records)
-        data = [r.data_json for r in records]
-        meta = [r.meta_json for r in records]
-        tags = [r.tag for r in records]
-        if meta.count(None) == n:
-            sizes = list(map(len, data))
-        else:
-            sizes = [len(d) + (0 if m is None else len(m)) for d, m in zip(data, meta, strict=True)]
-        self._extend([ts] * n, data, meta, [r.node for r in records], tags, sizes, bytes(n))
+        tags = records.tag
+        sizes = records.sizes()
+        self._extend([ts] * n, records.data, records.meta, records.node, tags, sizes, bytes(n))
         if self._tags is not None and tags.count(None) != n:
             add = self._tag_add
             for seq, tag in enumerate(tags, first_seq):

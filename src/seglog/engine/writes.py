@@ -19,6 +19,7 @@ from seglog.model import (
     MAX_RECORD_BYTES,
     Discard,
     Durability,
+    RecordBatch,
     RecordIn,
     check_batch_count,
     check_record_size,
@@ -28,21 +29,19 @@ from seglog.storage.wal_commit import Commit
 HEAD_RESERVATION_STEP = 256
 
 
-def checked_batch(records: Sequence[RecordIn], node: str | None) -> tuple[list[RecordIn], int]:
-    """API §3's batch rules; the records with the batch `node` filled in, and their bytes."""
-    check_batch_count(len(records))
-    sizes = [len(r.data_json) + (0 if r.meta_json is None else len(r.meta_json)) for r in records]
+def checked_batch(
+    records: RecordBatch | Sequence[RecordIn], node: str | None
+) -> tuple[RecordBatch, int]:
+    """API §3's batch rules; the records as a batch with the batch `node` filled in, and
+    their bytes."""
+    batch = RecordBatch.of(records)
+    check_batch_count(len(batch))
+    sizes = batch.sizes()
     if max(sizes) > MAX_RECORD_BYTES:
         first = next(i for i, n in enumerate(sizes) if n > MAX_RECORD_BYTES)
         check_record_size(sizes[first], first)  # raises, naming the first record over
     size = sum(sizes)
-    if node is None:
-        return list(records), size
-    recs = [
-        r if r.node is not None else RecordIn(r.data_json, r.meta_json, node, r.tag)
-        for r in records
-    ]
-    return recs, size
+    return (batch if node is None else batch.with_node(node)), size
 
 
 def dedupe_lookup(t: TopicState, key: str, now: int) -> DedupeEntry | None:
@@ -126,7 +125,7 @@ def _reserve_ahead(t: TopicState, last: int, ts: int, tid: int, submit: Submit) 
 
 
 def submit_append(
-    t: TopicState, records: list[RecordIn], size: int, now: int, submit: Submit
+    t: TopicState, records: RecordBatch, size: int, now: int, submit: Submit
 ) -> PendingOp:
     """Reserve the next seqs, submit the frames (with a head reservation when a disk write
     needs one) and queue the op for the publisher. Raises (reserving nothing) if the
@@ -159,7 +158,9 @@ def submit_append(
             frames.append(encode_control(FrameType.HEAD_WATERMARK, tid, body, ts, True, more=True))
             durable = True
         # Every frame but the last says `more`: replay applies the write whole or not at all.
-        encode_appends(tid, first, ts, records, durable, frames)
+        encode_appends(
+            tid, first, ts, records.data, records.meta, records.node, records.tag, durable, frames
+        )
         commit = submit(tid, frames, durable)
         if (
             cls is Durability.DISK

@@ -29,6 +29,7 @@ from seglog.model import (
     DropTopicResult,
     PutTopicResult,
     ReadResult,
+    RecordBatch,
     RecordIn,
     Selector,
     TopicConfig,
@@ -227,7 +228,7 @@ class AsyncEngine:
     async def write(
         self,
         name: str,
-        records: Sequence[RecordIn],
+        records: RecordBatch | Sequence[RecordIn],
         *,
         node: str | None,
         idempotency_key: str | None,

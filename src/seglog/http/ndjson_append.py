@@ -29,7 +29,7 @@ from seglog.http.json_body import parse_json_body
 from seglog.http.wire_types import NdjsonChunk, NdjsonWriteResponse
 from seglog.http.write_decode import decode_lines_fast
 from seglog.http.write_request import parse_record
-from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, RecordIn
+from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, RecordBatch, RecordIn
 
 NDJSON = "application/x-ndjson"
 CHUNK_RECORDS = 10_000
@@ -93,7 +93,7 @@ def _create(request: Request) -> bool | None:
     raise invalid("create must be true or false", {"field": "create"})
 
 
-def parse_lines(lines: list[tuple[int, bytes]], node: str | None) -> list[RecordIn]:
+def parse_lines(lines: list[tuple[int, bytes]], node: str | None) -> RecordBatch | list[RecordIn]:
     """The records of numbered NDJSON lines; the first bad line raises `BadLine`."""
     fast = decode_lines_fast([text for _, text in lines], node)
     if fast is not None:

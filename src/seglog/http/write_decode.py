@@ -31,18 +31,20 @@ from seglog.model import (
     MAX_RECORD_BYTES,
     MAX_RECORDS_PER_WRITE,
     MAX_TAG_BYTES,
-    RecordIn,
+    RecordBatch,
 )
 
 
-class _Record(msgspec.Struct, forbid_unknown_fields=True):
+# gc=False: these structs hold only strings and raw spans, never a cycle, so the collector
+# need not track the hundreds a batch decodes into.
+class _Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     data: Raw
     tag: str | UnsetType = UNSET
     node: str | UnsetType = UNSET
     meta: Raw | UnsetType = UNSET
 
 
-class _Body(msgspec.Struct, forbid_unknown_fields=True):
+class _Body(msgspec.Struct, forbid_unknown_fields=True, gc=False):
     records: list[_Record]
     node: str | UnsetType = UNSET
     idempotency_key: str | UnsetType = UNSET
@@ -76,7 +78,7 @@ def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | Non
     return WriteRequest(out, batch_node, key, create, None, body.disable_backpressure)
 
 
-def decode_lines_fast(lines: list[bytes], node: str | None) -> list[RecordIn] | None:
+def decode_lines_fast(lines: list[bytes], node: str | None) -> RecordBatch | None:
     """The records of NDJSON `lines` (one record object each, API §13.2) with the batch
     `node`: exactly what `parse_write` makes of `{"records": [<line>, ...], "node": node}`,
     or None when this path cannot vouch for that. Each line is decoded on its own, so no
@@ -90,8 +92,9 @@ def decode_lines_fast(lines: list[bytes], node: str | None) -> list[RecordIn] | 
     return _records_in(recs, node)
 
 
-def _records_in(recs: list[_Record], batch_node: str | None) -> list[RecordIn] | None:
-    """Column by column: one pass per field over the batch rather than per-record calls."""
+def _records_in(recs: list[_Record], batch_node: str | None) -> RecordBatch | None:
+    """Column by column: one pass per field over the batch rather than per-record calls,
+    into the columns the write path works on."""
     n = len(recs)
     if not 0 < n <= MAX_RECORDS_PER_WRITE:
         return None
@@ -125,7 +128,7 @@ def _records_in(recs: list[_Record], batch_node: str | None) -> list[RecordIn] |
     nodes = [batch_node if r.node is UNSET else r.node for r in recs]
     if not (_all_fit(tags, MAX_TAG_BYTES) and _all_fit(nodes, MAX_NODE_BYTES)):
         return None
-    return list(map(RecordIn, texts, metas, nodes, tags))
+    return RecordBatch(texts, metas, nodes, tags)
 
 
 def _all_fit(values: list[Any], max_bytes: int) -> bool:

@@ -30,6 +30,7 @@ from seglog.model import (
     MAX_NODE_BYTES,
     MAX_RECORD_BYTES,
     MAX_TAG_BYTES,
+    RecordBatch,
     RecordIn,
     check_batch_count,
     check_record_size,
@@ -41,7 +42,7 @@ class WriteRequest:
     """A validated `POST /v0/topics/:topic` body. `config` stays raw: the caller parses it
     with `TopicConfig.from_dict` only when the write may create the topic."""
 
-    records: list[RecordIn]
+    records: RecordBatch | list[RecordIn]
     node: str | None = None
     idempotency_key: str | None = None
     create: bool | None = None
