@@ -386,9 +386,12 @@ class RecordBatch:
     def with_node(self, node: str) -> RecordBatch:
         """The batch with `node` filled in where a record has none (API §3's batch node)."""
         nodes = self.node
+        absent = nodes.count(None)
+        if absent == 0:
+            return self
         filled: list[str | None] = (
             [node] * len(nodes)
-            if nodes.count(None) == len(nodes)
+            if absent == len(nodes)
             else [node if n is None else n for n in nodes]
         )
         out = RecordBatch(self.data, self.meta, filled, self.tag)

@@ -101,12 +101,14 @@ def _records_in(recs: list[_Record], batch_node: str | None) -> RecordBatch | No
     texts = [bytes(r.data) for r in recs]
     metas: list[bytes | None] = [None] * n
     present: list[int] = []
-    for i, r in enumerate(recs):
-        if r.meta is not UNSET:
-            m = bytes(r.meta)  # type: ignore[arg-type]
-            if m != _NULL:  # `"meta": null` is an absent meta
-                metas[i] = m
-                present.append(i)
+    raw_metas = [r.meta for r in recs]
+    if raw_metas.count(UNSET) != n:
+        for i, raw in enumerate(raw_metas):
+            if raw is not UNSET:
+                m = bytes(raw)  # type: ignore[arg-type]
+                if m != _NULL:  # `"meta": null` is an absent meta
+                    metas[i] = m
+                    present.append(i)
     joined = b"[" + b",".join(texts + [metas[i] for i in present]) + b"]"  # type: ignore[misc]
     try:
         values = orjson.loads(joined)
@@ -122,13 +124,25 @@ def _records_in(recs: list[_Record], batch_node: str | None) -> RecordBatch | No
             return None
         if len(texts[i]) + len(meta) > MAX_RECORD_BYTES:
             return None
-    if max(map(len, texts)) > MAX_RECORD_BYTES:
+    # Every text is a part of `joined`: within the limit together, each is within it.
+    if len(joined) > MAX_RECORD_BYTES and max(map(len, texts)) > MAX_RECORD_BYTES:
         return None
-    tags = [None if r.tag is UNSET else r.tag for r in recs]
-    nodes = [batch_node if r.node is UNSET else r.node for r in recs]
-    if not (_all_fit(tags, MAX_TAG_BYTES) and _all_fit(nodes, MAX_NODE_BYTES)):
+    tags = _labels([r.tag for r in recs], None, MAX_TAG_BYTES)
+    nodes = _labels([r.node for r in recs], batch_node, MAX_NODE_BYTES)
+    if tags is None or nodes is None:
         return None
     return RecordBatch(texts, metas, nodes, tags)
+
+
+def _labels(
+    raw: list[str | UnsetType], default: str | None, max_bytes: int
+) -> list[str | None] | None:
+    """A label column (`tag` or `node`) with `default` where a record has none, or None
+    when a label is over `max_bytes` of UTF-8."""
+    if raw.count(UNSET) == len(raw):  # the common batch: no record sets its own
+        return [default] * len(raw) if _all_fit([default], max_bytes) else None
+    labels = [default if v is UNSET else v for v in raw]
+    return labels if _all_fit(labels, max_bytes) else None  # type: ignore[return-value]
 
 
 def _all_fit(values: list[Any], max_bytes: int) -> bool:
