@@ -225,8 +225,8 @@ class HoldAfterCommit:
         self.release = threading.Event()
         self._used = False
 
-        def submit(shard: int, frames: list[bytes], durable: bool) -> object:
-            c = real(shard, frames, durable)
+        def submit(shard: int, frames: list[bytes], durable: bool, wake: bool = True) -> object:
+            c = real(shard, frames, durable, wake)
             if not self._used and frames and frames[0][4] == ftype:
                 self._used = True
                 try:

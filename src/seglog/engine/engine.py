@@ -608,7 +608,13 @@ class Engine:
     ) -> WriteResult:
         """Append atomically and wait for the topic's durability class (sync callers)."""
         pw = self.write_begin(
-            name, records, node=node, idempotency_key=idempotency_key, create=create, config=config
+            name,
+            records,
+            node=node,
+            idempotency_key=idempotency_key,
+            create=create,
+            config=config,
+            caller_waits=True,
         )
         assert pw is not None  # may_wait: a missing topic was created
         return self.write_finish(pw)
@@ -623,11 +629,15 @@ class Engine:
         create: bool | None = None,
         config: TopicConfig | None = None,
         may_wait: bool = True,
+        caller_waits: bool = False,
     ) -> PendingWrite | None:
         """Validate, resolve/create the topic, dedupe, run retention and admission, reserve
         seqs and submit the frames. Never waits for the data commit; creating the topic
         waits for its durable TopicCreate, so with `may_wait=False` (an event loop) a
-        missing topic returns None instead, for the caller to retry in a thread."""
+        missing topic returns None instead, for the caller to retry in a thread.
+        `caller_waits`: this thread blocks on the commit next (`write_finish`), so the
+        frames are queued without waking the WAL writer; the wait writes them here when
+        the writer is idle (`Commit.wait`), saving two thread hand-offs."""
         recs, size = writes.checked_batch(records, node)
         created = False
         t = self.registry.get(name)
@@ -658,7 +668,8 @@ class Engine:
             quota = self.options.max_total_bytes
             if quota:
                 writes.check_quota(size, quota, list(self.registry.by_id.values()))
-            op = writes.submit_append(t, recs, size, now, self._submit)
+            submit = self._submit_for_waiter if caller_waits else self._submit
+            op = writes.submit_append(t, recs, size, now, submit)
             if idempotency_key is not None:
                 op.idempotency_key = idempotency_key
                 t.dedupe[idempotency_key] = DedupeEntry(now, op)
@@ -675,11 +686,17 @@ class Engine:
         effort records such as Lease events; raises `throttled` when the WAL queue is full)."""
         return self._submit(topic_id, frames, True)
 
-    def _submit(self, topic_id: int, frames: list[bytes], durable: bool) -> Commit:
+    def _submit_for_waiter(self, topic_id: int, frames: list[bytes], durable: bool) -> Commit:
+        """`_submit` for a thread that blocks on the commit next (`write_begin`)."""
+        return self._submit(topic_id, frames, durable, wake=False)
+
+    def _submit(
+        self, topic_id: int, frames: list[bytes], durable: bool, wake: bool = True
+    ) -> Commit:
         """Queue one atomic WAL submission; the one place WAL errors become API errors."""
         wal = self._require_wal()
         try:
-            return wal.submit(wal.shard_of(topic_id), frames, durable)
+            return wal.submit(wal.shard_of(topic_id), frames, durable, wake)
         except WalQueueFull:
             raise throttled("WAL ingest queue is full") from None
         except WalError as e:

@@ -107,14 +107,15 @@ class Wal:
             return 0
         return int(xxhash.xxh3_64_intdigest(topic_id.to_bytes(8, "little")) % self.shards)
 
-    def submit(self, shard: int, frames: list[bytes], durable: bool) -> Commit:
+    def submit(self, shard: int, frames: list[bytes], durable: bool, wake: bool = True) -> Commit:
         """Queue one atomic submission, or write it here when it is buffered and the shard
         is idle (`WalShard.submit`; the handle is then done on return). Raises
         `WalQueueFull` (nothing written), `WalReadOnly`, or `WalError` once closed; an
-        inline write that dies re-raises what killed it."""
+        inline write that dies re-raises what killed it. `wake=False`: the caller will
+        block on the commit, and writes it itself if the writer is idle then."""
         if not self._open:
             raise WalError("WAL is not open")
-        return self._shards[shard].submit(frames, durable)
+        return self._shards[shard].submit(frames, durable, wake)
 
     def checkpoint(self, ts_ms: int) -> dict[str, Position]:
         """§5.3 steps 1–2: a durable CheckpointMark on every shard; returns each group's

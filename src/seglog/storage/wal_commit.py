@@ -40,10 +40,22 @@ class Commit:
     somebody actually has to wait; callbacks run on the completing (writer) thread.
     `position` is `(file idx, offset right after the submission)` once it succeeded."""
 
-    __slots__ = ("_callbacks", "_done", "_waiters", "error", "fsync_ms", "position", "wal_ms")
+    __slots__ = (
+        "_callbacks",
+        "_done",
+        "_run_here",
+        "_waiters",
+        "error",
+        "fsync_ms",
+        "position",
+        "wal_ms",
+    )
 
     def __init__(self) -> None:
         self._done = False
+        # Set by the shard that queued this submission: lets a thread that is about to
+        # block in `wait` write the queue itself when the writer is idle.
+        self._run_here: Callable[[Commit], None] | None = None
         self._waiters: list[threading.Lock] | None = None
         self._callbacks: list[Callable[[Commit], None]] | None = None
         self.error: BaseException | None = None
@@ -62,8 +74,13 @@ class Commit:
         return self._done
 
     def wait(self, timeout: float | None = None) -> None:
-        """Block until done; raise the batch's `WalError`, or `TimeoutError`."""
+        """Block until done; raise the batch's `WalError`, or `TimeoutError`. A thread that
+        would block first offers to write the queue itself (`WalShard.commit_here`): with
+        the writer idle, the wait is then the write and its fdatasync, without waking the
+        writer and being woken by it (`timeout` does not bound that write)."""
         gate = None
+        if not self._done and self._run_here is not None:
+            self._run_here(self)
         if not self._done:
             with _COMMIT_LOCK:
                 if not self._done:

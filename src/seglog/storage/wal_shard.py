@@ -154,7 +154,10 @@ class WalShard:
         return f, size
 
     # -- submission side (any thread) --
-    def submit(self, frames: list[bytes], durable: bool) -> Commit:
+    def submit(self, frames: list[bytes], durable: bool, wake: bool = True) -> Commit:
+        """Queue (or write inline) one atomic submission. `wake=False`: the submitter will
+        block on the commit (`Commit.wait`), which writes the queue on its own thread when
+        the writer is idle (`commit_here`), so waking the writer now would only race it."""
         if self.read_only:
             raise WalReadOnly(f"WAL shard {self.dir.name} is read-only")
         c = Commit()
@@ -174,11 +177,11 @@ class WalShard:
                 or not self.inline_buffered
                 or not self._file_lock.acquire(blocking=False)
             ):
-                self._queue(frames, durable, c, depth)
+                self._queue(frames, durable, c, depth, wake)
                 return c
             if not self._inline_fits(frames):
                 self._file_lock.release()
-                self._queue(frames, durable, c, depth)
+                self._queue(frames, durable, c, depth, wake)
                 return c
         failure: BaseException | None = None
         try:
@@ -191,7 +194,7 @@ class WalShard:
         finally:
             self._file_lock.release()  # before `_die`, which takes `_cv`
         if failure is not None:
-            self._die(failure, c)
+            self._die(failure, [c])
             raise failure
         return c
 
@@ -215,16 +218,66 @@ class WalShard:
             self._last_inline = now
         return fits
 
-    def _queue(self, frames: list[bytes], durable: bool, c: Commit, depth: int) -> None:
-        """Under `_cv`: hand the submission to the writer thread."""
+    def _queue(
+        self, frames: list[bytes], durable: bool, c: Commit, depth: int, wake: bool = True
+    ) -> None:
+        """Under `_cv`: hand the submission to the writer thread (waking it if `wake`)."""
         if depth >= self.queue_size:
             self.m.submit_full_total += 1
             raise WalQueueFull(f"WAL shard {self.dir.name} queue is full")
+        c._run_here = self.commit_here
         self._pending.append(_Submission(frames, durable, c))
         if depth + 1 > self.m.queue_depth_peak:
             self.m.queue_depth_peak = depth + 1
-        if self._idle:
+        if self._idle and wake:
             self._cv.notify()
+
+    def _wake(self) -> None:
+        with self._cv:
+            if self._idle:
+                self._cv.notify()
+
+    def commit_here(self, c: Commit) -> None:
+        """Called by a thread about to block on `c` (`Commit.wait`): if the writer is idle,
+        write (and fsync, if any is durable) everything queued, `c`'s submission among it,
+        here — the writer's own `_commit` under the same lock, in queue order — instead of
+        waking the writer and waiting to be woken. Does nothing when `c` is done, the file
+        is held (by the writer or an inline write), the shard is stopping, or the group
+        commit window is widened (then the writer gathers). Whatever kills the write here
+        kills the shard as it would kill the writer (`_die`: every handle of the batch
+        fails); only a `BaseException` that is not an `Exception` (an interrupt, a test's
+        simulated power cut) is re-raised, as an inline write re-raises it."""
+        if c.done():
+            return
+        if self.gather_s > 0 or self.read_only or not self._file_lock.acquire(blocking=False):
+            self._wake()  # `c` may have been queued without waking the writer
+            return
+        failure: BaseException | None = None
+        batch: list[_Submission] = []
+        try:
+            with self._cv:
+                if self._stopping:
+                    self._cv.notify()
+                    return
+                batch = list(self._pending)
+                self._pending.clear()
+            if batch:
+                # Recent activity, as an inline write's: the writer, woken for this queue
+                # and finding it empty, must not take that for idleness and sync now.
+                self._last_inline = time.monotonic()
+                try:
+                    self._commit(batch)
+                except BaseException as e:
+                    failure = e
+                    # As after an inline death: a batch the writer takes from now on fails
+                    # as read-only, never half-written.
+                    self.read_only = True
+        finally:
+            self._file_lock.release()  # before `_die`, which takes `_cv`
+        if failure is not None:
+            self._die(failure, [sub.commit for sub in batch])
+            if not isinstance(failure, Exception):
+                raise failure
 
     def queue_depth(self) -> int:
         return len(self._pending)
@@ -284,11 +337,12 @@ class WalShard:
         except BaseException as e:
             self._die(e)
 
-    def _die(self, e: BaseException, inline: Commit | None = None) -> None:
-        """The writer (or an inline write: `inline` is its commit) died (a bug, or a test's
-        simulated power cut): nobody may wait forever, and nothing more is accepted. After
-        an inline death the writer lives on and fails whatever batch it holds itself
-        (read-only), so only the queue and the inline commit are failed here."""
+    def _die(self, e: BaseException, held: list[Commit] | None = None) -> None:
+        """The writer (or a write on a submitter's thread: `held` are its commits) died (a
+        bug, or a test's simulated power cut): nobody may wait forever, and nothing more is
+        accepted. After such a death on another thread the writer lives on and fails
+        whatever batch it holds itself (read-only), so only the queue and `held` are
+        failed here."""
         self.read_only = True
         with self._lock:
             self.m.read_only = 1
@@ -298,12 +352,13 @@ class WalShard:
             self._pending.clear()
             self._stopping = True
             self._cv.notify()
-        held = [inline] if inline is not None else self._inflight
+        if held is None:
+            held = self._inflight
         for c in [*held, *(s.commit for s in pending)]:
             if not c.done():
                 c._complete(err)
         if isinstance(e, Exception):
-            log.exception("WAL writer %s stopped", self.dir.name)
+            log.error("WAL writer %s stopped", self.dir.name, exc_info=e)
 
     def _loop(self) -> None:
         while True:
