@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 from types import SimpleNamespace
 from typing import Any, cast
 
+import orjson
 import pytest
 
 from seglog.clock import ManualClock
@@ -333,3 +334,52 @@ async def test_coroutine_sends_go_one_at_a_time_through_the_writer() -> None:
         for _ in range(10):
             await asyncio.sleep(0)
         assert send.sent == ["a", "b"]
+
+
+class _ShutdownWs:
+    """A socket whose sends complete only if `open`; records what went out."""
+
+    def __init__(self, open_: bool) -> None:
+        self.open = open_
+        self.sent: list[str] = []
+        self.closed: int | None = None
+        self.scope: dict[str, Any] = {}
+        self.send = None  # the session's outbound sends are not exercised here
+        self._stuck: asyncio.Future[None] | None = None
+
+    async def _go(self) -> None:
+        if not self.open:
+            self._stuck = asyncio.get_running_loop().create_future()
+            await self._stuck  # never completes: a client that stopped reading
+
+    async def send_text(self, text: str) -> None:
+        await self._go()
+        self.sent.append(text)
+
+    async def close(self, code: int) -> None:
+        await self._go()
+        self.closed = code
+
+
+def _shutdown_session(ws: _ShutdownWs) -> WsSession:
+    st = SimpleNamespace(engine=SimpleNamespace(clock=ManualClock()))
+    return WsSession(cast(Any, ws), cast(Any, st), cast(Any, None))
+
+
+async def test_shutdown_says_so_and_closes() -> None:
+    ws = _ShutdownWs(open_=True)
+    await _shutdown_session(ws)._say_shutdown()
+    assert [orjson.loads(m)["code"] for m in ws.sent] == ["server_shutting_down"]
+    assert ws.closed == 1001
+
+
+async def test_shutdown_is_bounded_when_the_client_stopped_reading(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from seglog.http import ws_session
+
+    monkeypatch.setattr(ws_session, "DRAIN_S", 0.001)  # the bound under test is a timeout
+    ws = _ShutdownWs(open_=False)
+    await asyncio.wait_for(_shutdown_session(ws)._say_shutdown(), 5)
+    assert ws.sent == [] and ws.closed is None
+    assert ws._stuck is not None and ws._stuck.cancelled()  # the stuck send was let go

@@ -106,12 +106,24 @@ class WsSession:
             await asyncio.gather(writer, return_exceptions=True)
             self._outbound.abandon()
         if tasks[3] in done:  # shutdown: say so, then close
-            await self._ws.send_text(SHUTDOWN.decode())
-            await self._ws.close(1001)
+            await self._say_shutdown()
             return
         for t in done:
             if not t.cancelled() and t.exception() is not None:
                 raise t.exception()  # type: ignore[misc]
+
+    async def _say_shutdown(self) -> None:
+        """The shutdown error, then a close (1001), within DRAIN_S: a client that stopped
+        reading must not hold the server's stop up."""
+
+        async def say() -> None:
+            await self._ws.send_text(SHUTDOWN.decode())
+            await self._ws.close(1001)
+
+        try:
+            await asyncio.wait_for(say(), DRAIN_S)
+        except TimeoutError:
+            pass
 
     # ---- writer ------------------------------------------------------------------------
     async def _put(self, message: bytes) -> None:
