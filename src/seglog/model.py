@@ -347,6 +347,10 @@ class RecordBatch:
             [r.tag for r in rs],
         )
 
+    def copy(self) -> RecordBatch:
+        """A batch with lists of its own (the values are immutable and shared)."""
+        return RecordBatch(list(self.data), list(self.meta), list(self.node), list(self.tag))
+
     def __len__(self) -> int:
         return len(self.data)
 

@@ -12,6 +12,7 @@ from seglog.errors import ErrorCode, SeglogError
 from seglog.model import (
     Discard,
     Durability,
+    RecordBatch,
     RecordIn,
     Selector,
     TombstoneReason,
@@ -55,6 +56,35 @@ def test_write_then_read_round_trip(make_engine: EngineFactory) -> None:
     assert r.records[1].data is None and r.records[1].meta is None
     assert r.caught_up and r.lag == 0 and r.tombstone is None and r.next_from_seq == 2
     assert e.write("jobs", recs(1)).created is False
+
+
+def test_a_batch_of_columns_is_written_as_its_records_and_owned_by_the_engine(
+    make_engine: EngineFactory,
+) -> None:
+    e = make_engine()
+    e.put_topic("c", TopicConfig(durability=Durability.FSYNC))
+    batch = RecordBatch(
+        [b'{"x":1}', b"2", b'"three"'],
+        [None, b'{"m":1}', None],
+        ["n1", None, None],
+        [None, "t", None],
+    )
+    pending = e.write_begin("c", batch, node="batch-node")
+    assert pending is not None
+    # The caller's lists change while the write is in flight (its frames are in the WAL,
+    # it is not published yet): what is published must be what was logged.
+    batch.data[0], batch.meta[0], batch.node[1], batch.tag[2] = b"0", b"{}", "x", "y"
+    w = e.write_finish(pending)
+    got = [(r.data, r.meta, r.node, r.tag) for r in e.read("c", 0).records]
+    assert got == [
+        ({"x": 1}, None, "n1", None),
+        (2, {"m": 1}, "batch-node", "t"),
+        ("three", None, "batch-node", None),
+    ]
+    assert w.seqs == [1, 2, 3]
+    with pytest.raises(SeglogError) as err:  # the count is checked before the records
+        e.write("c", RecordBatch([], [], [], []))
+    assert err.value.code is ErrorCode.INVALID_REQUEST
 
 
 def test_auto_create_respects_create_flag_and_config(make_engine: EngineFactory) -> None:

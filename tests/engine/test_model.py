@@ -364,3 +364,29 @@ EngineModel.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestEngineModel = EngineModel.TestCase
+
+
+def test_a_record_batch_is_its_records_as_columns() -> None:
+    from seglog.model import RecordBatch, RecordIn
+
+    records = [
+        RecordIn(b"1"),
+        RecordIn(b"[2]", b'{"m":1}', "n", "t"),
+        RecordIn(b'"3"', None, None, "u"),
+    ]
+    batch = RecordBatch.of(records)
+    assert RecordBatch.of(batch) is batch
+    assert list(batch) == records and [batch[i] for i in range(3)] == records
+    assert len(batch) == 3 and batch == RecordBatch.of(list(records))
+    assert batch.sizes() == [1, 3 + 7, 3]
+    filled = batch.with_node("b")
+    assert [r.node for r in filled] == ["b", "n", "b"] and [r.node for r in batch] == [
+        None,
+        "n",
+        None,
+    ]
+    assert filled.with_node("c") is filled  # every record has a node already
+    copy = batch.copy()
+    assert copy == batch and copy.data is not batch.data
+    with pytest.raises(ValueError, match="differ in length"):
+        RecordBatch([b"1"], [], [None], [None])

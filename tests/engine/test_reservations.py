@@ -100,3 +100,21 @@ def test_steady_disk_writes_do_not_wait_for_reservation_fsyncs() -> None:
         wal.settle()  # the WAL keeps up: reservations commit between writes
         publish(t, [op])
     assert waited == 1  # only the first write carried its reservation
+
+
+def test_a_reservation_ahead_goes_through_the_waking_submit() -> None:
+    """A sync writer's own frames are queued without waking the WAL writer (it writes them
+    itself when it waits); nobody waits for a reservation logged ahead, so that one must
+    wake the writer, or it sits queued until the writer's idle timeout."""
+    t = TopicState("d", 1, TopicConfig(durability=Durability.DISK))
+    quiet, waking = FakeWal(), FakeWal()
+    for _ in range(10):
+        submit_append(
+            t, RecordBatch.of([RecordIn.of(1)] * 100), 100, 0, quiet.submit, waking.submit
+        )
+        quiet.settle()
+        waking.settle()
+    ahead = [frames for frames, _, _ in waking.subs]
+    assert ahead, "no reservation was logged ahead"
+    assert all(reservations(frames) and len(frames) == 1 for frames in ahead)
+    assert not any(len(reservations(f)) == len(f) for f, _, _ in quiet.subs)  # writes only

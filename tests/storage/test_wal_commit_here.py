@@ -46,6 +46,26 @@ class _SyncSpyFile(_WriteHookFile):
         super().sync()
 
 
+def on_a_thread(fn: Callable[[], object]) -> str:
+    """Run `fn` on a new (non-main) thread, as an embedder's worker would; its name. What
+    `fn` raises is raised here."""
+    box: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as e:
+            box.append(e)
+
+    th = threading.Thread(target=run, name="waiter")
+    th.start()
+    th.join(30)
+    assert not th.is_alive(), "the waiter hangs"
+    if box:
+        raise box[0]
+    return th.name
+
+
 @pytest.fixture
 def wal_dir(tmp_path: Path) -> Path:
     return tmp_path / "wal"
@@ -63,16 +83,30 @@ def test_a_waiter_writes_and_syncs_its_durable_submission_itself(
     fs = _ThreadsFs()
     w = Wal(fs, wal_dir, 1, idle_sync=False)
     w.open()
-    me = threading.current_thread().name
     fs.writers.clear()
     fs.syncers.clear()
     c = w.submit(0, [rec(1, 1), rec(1, 2)], durable=True, wake=False)
     assert not c.done()  # queued, the writer not woken
-    c.wait(10)
+    me = on_a_thread(lambda: c.wait(10))
     assert c.error is None and c.position is not None
     assert fs.writers == [me] and fs.syncers == [me]
     w.close()
     assert seqs(replay(FS, wal_dir, 1)[""]) == [1, 2]
+
+
+def test_the_main_thread_leaves_the_write_to_the_writer(wal_dir: Path, sleepy_writer: None) -> None:
+    """Signal handlers (KeyboardInterrupt) run on the main thread between any two
+    bytecodes: one inside a batch it wrote for others would fail their written writes."""
+    assert threading.current_thread() is threading.main_thread()
+    fs = _ThreadsFs()
+    w = Wal(fs, wal_dir, 1, idle_sync=False)
+    w.open()
+    fs.writers.clear()
+    c = w.submit(0, [rec(1, 1)], durable=True, wake=False)
+    c.wait(10)  # wakes the writer rather than sleeping out its idle timeout
+    assert c.error is None
+    assert fs.writers and threading.main_thread().name not in fs.writers
+    w.close()
 
 
 def test_a_waiter_takes_everything_queued_in_order(wal_dir: Path, sleepy_writer: None) -> None:
@@ -81,7 +115,7 @@ def test_a_waiter_takes_everything_queued_in_order(wal_dir: Path, sleepy_writer:
     w.open()
     commits = [w.submit(0, [rec(1, s)], durable=s % 2 == 0, wake=False) for s in range(1, 7)]
     assert not any(c.done() for c in commits)
-    commits[2].wait(10)  # one wait writes the whole queue, as one batch
+    on_a_thread(lambda: commits[2].wait(10))  # one wait writes the whole queue, one batch
     assert all(c.done() and c.error is None for c in commits)
     assert len(fs.writers) == 1 and w.metrics().batches == 1
     w.close()
@@ -190,7 +224,7 @@ def test_a_write_that_dies_on_the_waiter_latches_the_shard_and_fails_the_batch(
     completions: list[object] = []
     good.add_done_callback(lambda c: completions.append(c.error))
     with pytest.raises(_Stop):  # the world stopping reaches the thread it stopped
-        doomed.wait(10)
+        on_a_thread(lambda: doomed.wait(10))
     # The whole batch failed, each handle once; nothing more is accepted.
     assert isinstance(good.error, WalError) and isinstance(doomed.error, WalError)
     assert len(completions) == 1
@@ -223,6 +257,6 @@ def test_a_bug_on_the_waiter_fails_the_waits_as_a_dead_writer_does(
     w.open()
     doomed = w.submit(0, [rec(1, 9)], durable=True, wake=False)
     with pytest.raises(WalError, match="stopped"):  # not the RuntimeError itself
-        doomed.wait(10)
+        on_a_thread(lambda: doomed.wait(10))
     assert w.metrics().read_only == 1
     w.close()

@@ -669,7 +669,7 @@ class Engine:
             if quota:
                 writes.check_quota(size, quota, list(self.registry.by_id.values()))
             submit = self._submit_for_waiter if caller_waits else self._submit
-            op = writes.submit_append(t, recs, size, now, submit)
+            op = writes.submit_append(t, recs, size, now, submit, self._submit)
             if idempotency_key is not None:
                 op.idempotency_key = idempotency_key
                 t.dedupe[idempotency_key] = DedupeEntry(now, op)

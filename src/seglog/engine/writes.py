@@ -32,10 +32,11 @@ HEAD_RESERVATION_STEP = 256
 def checked_batch(
     records: RecordBatch | Sequence[RecordIn], node: str | None
 ) -> tuple[RecordBatch, int]:
-    """API §3's batch rules; the records as a batch with the batch `node` filled in, and
+    """API §3's batch rules; the records as a batch of the engine's own (a caller's batch
+    is copied: its lists may change after the call) with the batch `node` filled in, and
     their bytes."""
-    batch = RecordBatch.of(records)
-    check_batch_count(len(batch))
+    check_batch_count(len(records))
+    batch = records.copy() if isinstance(records, RecordBatch) else RecordBatch.of(records)
     sizes = batch.sizes()
     if max(sizes) > MAX_RECORD_BYTES:
         first = next(i for i, n in enumerate(sizes) if n > MAX_RECORD_BYTES)
@@ -125,11 +126,18 @@ def _reserve_ahead(t: TopicState, last: int, ts: int, tid: int, submit: Submit) 
 
 
 def submit_append(
-    t: TopicState, records: RecordBatch, size: int, now: int, submit: Submit
+    t: TopicState,
+    records: RecordBatch,
+    size: int,
+    now: int,
+    submit: Submit,
+    submit_ahead: Submit | None = None,
 ) -> PendingOp:
     """Reserve the next seqs, submit the frames (with a head reservation when a disk write
     needs one) and queue the op for the publisher. Raises (reserving nothing) if the
-    submission is refused."""
+    submission is refused. `submit_ahead` (default `submit`) logs a reservation ahead:
+    nobody waits for that one, so it must wake the WAL writer even when `submit` does
+    not."""
     first = t.reserved + 1
     last = first + len(records) - 1
     # ts never goes down in seq order (TTL cuts bisect on it): pending deletes and
@@ -167,7 +175,7 @@ def submit_append(
             and t.pre_reservation is None
             and t.reservation - last < HEAD_RESERVATION_STEP
         ):
-            _reserve_ahead(t, last, ts, tid, submit)
+            _reserve_ahead(t, last, ts, tid, submit if submit_ahead is None else submit_ahead)
     # Seqs are assigned for good from here on: the counter never moves down, and if this
     # write fails its seqs become a hole (SEMANTICS §3.1).
     t.reserved = last

@@ -1,10 +1,12 @@
 """The completion handle of one WAL submission, and the errors a submission ends in.
 
 A `Commit` is created by `WalShard.submit` and completed exactly once, by whoever wrote
-its batch (`_complete`, which nothing else calls): the shard's writer thread, or for a
-buffered submission written inline the submitting thread, before `submit` returns (then
-it is already done and no callback can have been added). Callbacks run on the completing
-thread and must not block; one that raises is logged, never propagated into the writer.
+its batch (`_complete`, which nothing else calls): the shard's writer thread; for a
+buffered submission written inline, the submitting thread, before `submit` returns (then
+it is already done and no callback can have been added); or a thread that was about to
+block in `wait` on this or another commit of the same shard and wrote the queue itself
+(`WalShard.commit_here`). Callbacks run on the completing thread and must not block; one
+that raises is logged, never propagated into the writer.
 """
 
 from __future__ import annotations

@@ -23,16 +23,20 @@ both are repaired at once, before the failed handles complete: `_erase_failed`):
   `SYNC_EVERY_S`) and after any failure re-sends that whole window with the next write.
 Both repairs are followed by an fsync in the same batch.
 
-One shortcut: a buffered (non-durable) submission that finds the queue empty and the
+Two shortcuts. A buffered (non-durable) submission that finds the queue empty and the
 writer idle is written by the submitting thread itself, the same `_commit` under the same
 lock (`submit`). A small `disk` or `memory` write then costs one pwrite instead of two
 thread wake-ups, which were most of its latency. Fsyncs, rotations, the periodic sync and
-large submissions stay with the writer; the repair after a failed inline write (zero the
-range, fsync) runs on the failing submitter before its error is reported, as it would on
-the writer.
+large submissions stay with the writer there; the repair after a failed inline write
+(zero the range, fsync) runs on the failing submitter before its error is reported, as it
+would on the writer. And a thread (not the main thread) about to block on a commit takes
+the whole queue and commits it itself when the file is free (`commit_here`, from
+`Commit.wait`): everything the writer would do with that batch, fsync and rotation
+included, runs on that thread instead.
 
 Threads: the file state belongs to whoever holds `_file_lock` (the writer for each batch
-it takes, or an inline submitter); `_cv` guards the queue, `_lock` the metrics. Lock
+it takes, an inline submitter, or a waiter in `commit_here`); `_cv` guards the queue,
+`_lock` the metrics. Lock
 order: `_file_lock` before `_cv`. A submitter holding `_cv` only *tries* `_file_lock`, and
 the writer takes `_file_lock` without holding `_cv`: while anything is queued no inline
 write can start, so the writer waits for one in progress, then takes the queue. `submit`,
@@ -238,18 +242,28 @@ class WalShard:
                 self._cv.notify()
 
     def commit_here(self, c: Commit) -> None:
-        """Called by a thread about to block on `c` (`Commit.wait`): if the writer is idle,
+        """Called by a thread about to block on `c` (`Commit.wait`): if the file is free,
         write (and fsync, if any is durable) everything queued, `c`'s submission among it,
         here — the writer's own `_commit` under the same lock, in queue order — instead of
-        waking the writer and waiting to be woken. Does nothing when `c` is done, the file
-        is held (by the writer or an inline write), the shard is stopping, or the group
-        commit window is widened (then the writer gathers). Whatever kills the write here
+        waking the writer and waiting to be woken. Wakes the writer instead when the file
+        is held (by the writer or an inline write), the shard is read-only or stopping,
+        the group commit window is widened (then the writer gathers), or this is the main
+        thread (see below); does nothing when `c` is done. Whatever kills the write here
         kills the shard as it would kill the writer (`_die`: every handle of the batch
         fails); only a `BaseException` that is not an `Exception` (an interrupt, a test's
         simulated power cut) is re-raised, as an inline write re-raises it."""
         if c.done():
             return
-        if self.gather_s > 0 or self.read_only or not self._file_lock.acquire(blocking=False):
+        if (
+            self.gather_s > 0
+            or self.read_only
+            # Python runs signal handlers (KeyboardInterrupt, a SIGTERM handler's exit) on
+            # the main thread, between any two bytecodes: one landing inside `_commit`,
+            # after the batch reached the disk, would fail other callers' writes that
+            # come back after a restart. The writer and other threads never see them.
+            or threading.current_thread() is threading.main_thread()
+            or not self._file_lock.acquire(blocking=False)
+        ):
             self._wake()  # `c` may have been queued without waking the writer
             return
         failure: BaseException | None = None
