@@ -16,7 +16,7 @@ import pytest
 from seglog.storage import wal_shard
 from seglog.storage.fs import File, RealFs
 from seglog.storage.wal import Wal
-from seglog.storage.wal_commit import WalError, WalReadOnly
+from seglog.storage.wal_commit import Commit, WalError, WalReadOnly
 from tests.storage.test_wal import FS, rec, replay, seqs
 from tests.storage.test_wal_inline import _WriteHookFile
 
@@ -85,9 +85,16 @@ def test_a_waiter_writes_and_syncs_its_durable_submission_itself(
     w.open()
     fs.writers.clear()
     fs.syncers.clear()
-    c = w.submit(0, [rec(1, 1), rec(1, 2)], durable=True, wake=False)
-    assert not c.done()  # queued, the writer not woken
-    me = on_a_thread(lambda: c.wait(10))
+    got: list[Commit] = []
+
+    def write() -> None:
+        c = w.submit(0, [rec(1, 1), rec(1, 2)], durable=True, wake=False)
+        assert not c.done()  # queued, the writer not woken
+        got.append(c)
+        c.wait(10)
+
+    me = on_a_thread(write)
+    c = got[0]
     assert c.error is None and c.position is not None
     assert fs.writers == [me] and fs.syncers == [me]
     w.close()
@@ -102,10 +109,22 @@ def test_the_main_thread_leaves_the_write_to_the_writer(wal_dir: Path, sleepy_wr
     w = Wal(fs, wal_dir, 1, idle_sync=False)
     w.open()
     fs.writers.clear()
-    c = w.submit(0, [rec(1, 1)], durable=True, wake=False)
-    c.wait(10)  # wakes the writer rather than sleeping out its idle timeout
-    assert c.error is None
+    # A worker's submission, queued without waking the writer; the main thread waits on
+    # it: it must wake the writer, not write the queue itself.
+    queued: list[Commit] = []
+    on_a_thread(lambda: queued.append(w.submit(0, [rec(1, 1)], durable=True, wake=False)))
+    assert not queued[0].done()
+    queued[0].wait(10)
+    assert queued[0].error is None
     assert fs.writers and threading.main_thread().name not in fs.writers
+    # And the main thread's own submission wakes the writer at once (its wait will not
+    # write it), whatever it asked for.
+    fs.writers.clear()
+    done = threading.Event()
+    mine = w.submit(0, [rec(1, 2)], durable=True, wake=False)
+    mine.add_done_callback(lambda _c: done.set())
+    assert done.wait(10), "the main thread's submission did not wake the writer"
+    assert threading.main_thread().name not in fs.writers
     w.close()
 
 
@@ -113,9 +132,16 @@ def test_a_waiter_takes_everything_queued_in_order(wal_dir: Path, sleepy_writer:
     fs = _ThreadsFs()
     w = Wal(fs, wal_dir, 1, idle_sync=False, inline_buffered=False)
     w.open()
-    commits = [w.submit(0, [rec(1, s)], durable=s % 2 == 0, wake=False) for s in range(1, 7)]
-    assert not any(c.done() for c in commits)
-    on_a_thread(lambda: commits[2].wait(10))  # one wait writes the whole queue, one batch
+    commits: list[Commit] = []
+
+    def write() -> None:
+        commits.extend(
+            w.submit(0, [rec(1, s)], durable=s % 2 == 0, wake=False) for s in range(1, 7)
+        )
+        assert not any(c.done() for c in commits)
+        commits[2].wait(10)  # one wait writes the whole queue, as one batch
+
+    on_a_thread(write)
     assert all(c.done() and c.error is None for c in commits)
     assert len(fs.writers) == 1 and w.metrics().batches == 1
     w.close()
@@ -219,12 +245,19 @@ def test_a_write_that_dies_on_the_waiter_latches_the_shard_and_fails_the_batch(
     w = Wal(_StopOnMarker(b"t9"), wal_dir, 1, idle_sync=False, inline_buffered=False)
     w.open()
     w.submit(0, [rec(1, 1)], durable=True).wait(10)
-    good = w.submit(0, [rec(1, 2)], durable=True, wake=False)
-    doomed = w.submit(0, [rec(1, 9)], durable=True, wake=False)  # its tag is "t9"
     completions: list[object] = []
-    good.add_done_callback(lambda c: completions.append(c.error))
+    subs: list[Commit] = []
+
+    def write() -> None:
+        good = w.submit(0, [rec(1, 2)], durable=True, wake=False)
+        doomed = w.submit(0, [rec(1, 9)], durable=True, wake=False)  # its tag is "t9"
+        subs.extend((good, doomed))
+        good.add_done_callback(lambda c: completions.append(c.error))
+        doomed.wait(10)
+
     with pytest.raises(_Stop):  # the world stopping reaches the thread it stopped
-        on_a_thread(lambda: doomed.wait(10))
+        on_a_thread(write)
+    good, doomed = subs
     # The whole batch failed, each handle once; nothing more is accepted.
     assert isinstance(good.error, WalError) and isinstance(doomed.error, WalError)
     assert len(completions) == 1
@@ -255,8 +288,7 @@ def test_a_bug_on_the_waiter_fails_the_waits_as_a_dead_writer_does(
 ) -> None:
     w = Wal(_FailOnMarker(b"t9"), wal_dir, 1, idle_sync=False, inline_buffered=False)
     w.open()
-    doomed = w.submit(0, [rec(1, 9)], durable=True, wake=False)
     with pytest.raises(WalError, match="stopped"):  # not the RuntimeError itself
-        on_a_thread(lambda: doomed.wait(10))
+        on_a_thread(lambda: w.submit(0, [rec(1, 9)], durable=True, wake=False).wait(10))
     assert w.metrics().read_only == 1
     w.close()

@@ -36,8 +36,7 @@ included, runs on that thread instead.
 
 Threads: the file state belongs to whoever holds `_file_lock` (the writer for each batch
 it takes, an inline submitter, or a waiter in `commit_here`); `_cv` guards the queue,
-`_lock` the metrics. Lock
-order: `_file_lock` before `_cv`. A submitter holding `_cv` only *tries* `_file_lock`, and
+`_lock` the metrics. Lock order: `_file_lock` before `_cv`. A submitter holding `_cv` only *tries* `_file_lock`, and
 the writer takes `_file_lock` without holding `_cv`: while anything is queued no inline
 write can start, so the writer waits for one in progress, then takes the queue. `submit`,
 `queue_depth`, `add_metrics_to` and `stop` may be called from any thread and never wait
@@ -164,6 +163,8 @@ class WalShard:
         the writer is idle (`commit_here`), so waking the writer now would only race it."""
         if self.read_only:
             raise WalReadOnly(f"WAL shard {self.dir.name} is read-only")
+        if not wake and threading.current_thread() is threading.main_thread():
+            wake = True  # its wait will not write the queue (`commit_here`): wake now
         c = Commit()
         with self._cv:
             if self._stopping:
@@ -248,7 +249,8 @@ class WalShard:
         waking the writer and waiting to be woken. Wakes the writer instead when the file
         is held (by the writer or an inline write), the shard is read-only or stopping,
         the group commit window is widened (then the writer gathers), or this is the main
-        thread (see below); does nothing when `c` is done. Whatever kills the write here
+        thread (where signal handlers run: see the condition); does nothing when `c` is
+        done. Whatever kills the write here
         kills the shard as it would kill the writer (`_die`: every handle of the batch
         fails); only a `BaseException` that is not an `Exception` (an interrupt, a test's
         simulated power cut) is re-raised, as an inline write re-raises it."""
