@@ -3,6 +3,8 @@ idempotency, config and restarts. Time comes from the ManualClock fixture."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from seglog.clock import ManualClock
@@ -19,6 +21,7 @@ from seglog.model import (
     TopicConfig,
     TopicType,
 )
+from seglog.storage import wal_shard
 from tests.conftest import EngineFactory
 
 
@@ -85,6 +88,30 @@ def test_a_batch_of_columns_is_written_as_its_records_and_owned_by_the_engine(
     with pytest.raises(SeglogError) as err:  # the count is checked before the records
         e.write("c", RecordBatch([], [], [], []))
     assert err.value.code is ErrorCode.INVALID_REQUEST
+
+
+def test_a_sync_writes_reservation_ahead_does_not_wait_for_the_writers_timeout(
+    make_engine: EngineFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sync write's own frames are queued without waking the WAL writer (its wait writes
+    them); the disk-class reservation it logs ahead has nobody waiting, so it must wake
+    the writer, or it sits queued for the writer's whole idle timeout."""
+    monkeypatch.setattr(wal_shard, "TAKE_TIMEOUT_S", 60.0)
+    e = make_engine()
+    e.put_topic("d", TopicConfig(durability=Durability.DISK))
+
+    def writes() -> None:  # on a worker thread: the main thread always wakes the writer
+        e.write("d", recs(1))  # carries its own reservation, and waits for it
+        e.write("d", recs(1))  # within a step of it: logs the next one ahead
+
+    th = threading.Thread(target=writes)
+    th.start()
+    th.join(30)
+    t = e.registry.get("d")
+    assert t is not None and t.pre_reservation is not None
+    done = threading.Event()
+    t.pre_reservation[1].add_done_callback(lambda _c: done.set())
+    assert done.wait(10), "the reservation ahead waited for the writer's idle timeout"
 
 
 def test_auto_create_respects_create_flag_and_config(make_engine: EngineFactory) -> None:

@@ -36,9 +36,10 @@ included, runs on that thread instead.
 
 Threads: the file state belongs to whoever holds `_file_lock` (the writer for each batch
 it takes, an inline submitter, or a waiter in `commit_here`); `_cv` guards the queue,
-`_lock` the metrics. Lock order: `_file_lock` before `_cv`. A submitter holding `_cv` only *tries* `_file_lock`, and
-the writer takes `_file_lock` without holding `_cv`: while anything is queued no inline
-write can start, so the writer waits for one in progress, then takes the queue. `submit`,
+`_lock` the metrics. Lock order: `_file_lock` before `_cv`. A submitter holding `_cv`
+only *tries* `_file_lock`, and the writer takes `_file_lock` without holding `_cv`: while
+anything is queued no inline write can start, so the writer waits for one in progress,
+then takes the queue. `submit`,
 `queue_depth`, `add_metrics_to` and `stop` may be called from any thread and never wait
 for a write. The shard never takes engine locks (an inline write runs under the
 submitter's, which the writer never needs) and runs completion callbacks, which must not
@@ -250,10 +251,10 @@ class WalShard:
         is held (by the writer or an inline write), the shard is read-only or stopping,
         the group commit window is widened (then the writer gathers), or this is the main
         thread (where signal handlers run: see the condition); does nothing when `c` is
-        done. Whatever kills the write here
-        kills the shard as it would kill the writer (`_die`: every handle of the batch
-        fails); only a `BaseException` that is not an `Exception` (an interrupt, a test's
-        simulated power cut) is re-raised, as an inline write re-raises it."""
+        done. Whatever kills the write here kills the shard as it would kill the writer
+        (`_die`: every handle of the batch fails); only a `BaseException` that is not an
+        `Exception` (an interrupt, a test's simulated power cut) is re-raised, as an
+        inline write re-raises it."""
         if c.done():
             return
         if (
