@@ -226,23 +226,27 @@ class _Stop(BaseException):
     pass
 
 
-class _StopOnMarker(RealFs):
-    def __init__(self, marker: bytes) -> None:
+class _RaiseOnMarker(RealFs):
+    """The write carrying `marker` raises `error()` instead: `_Stop` is the world
+    stopping, an `Exception` a bug in the write path."""
+
+    def __init__(self, marker: bytes, error: Callable[[], BaseException]) -> None:
         self.marker = marker
+        self.error = error
 
     def open(self, path: Path, *, create: bool = False) -> File:
         return _WriteHookFile(super().open(path, create=create), self._write)
 
     def _write(self, data: bytes, offset: int, write: Callable[..., int]) -> int:
         if self.marker in data:
-            raise _Stop()
+            raise self.error()
         return write(data, offset)
 
 
 def test_a_write_that_dies_on_the_waiter_latches_the_shard_and_fails_the_batch(
     wal_dir: Path, sleepy_writer: None
 ) -> None:
-    w = Wal(_StopOnMarker(b"t9"), wal_dir, 1, idle_sync=False, inline_buffered=False)
+    w = Wal(_RaiseOnMarker(b"t9", _Stop), wal_dir, 1, idle_sync=False, inline_buffered=False)
     w.open()
     w.submit(0, [rec(1, 1)], durable=True).wait(10)
     completions: list[object] = []
@@ -268,25 +272,16 @@ def test_a_write_that_dies_on_the_waiter_latches_the_shard_and_fails_the_batch(
     assert seqs(replay(FS, wal_dir, 1)[""]) == [1], "a failed batch was written"
 
 
-class _FailOnMarker(RealFs):
-    """A bug in the write path (an `Exception`, not a simulated stop)."""
-
-    def __init__(self, marker: bytes) -> None:
-        self.marker = marker
-
-    def open(self, path: Path, *, create: bool = False) -> File:
-        return _WriteHookFile(super().open(path, create=create), self._write)
-
-    def _write(self, data: bytes, offset: int, write: Callable[..., int]) -> int:
-        if self.marker in data:
-            raise RuntimeError("a bug")
-        return write(data, offset)
-
-
 def test_a_bug_on_the_waiter_fails_the_waits_as_a_dead_writer_does(
     wal_dir: Path, sleepy_writer: None
 ) -> None:
-    w = Wal(_FailOnMarker(b"t9"), wal_dir, 1, idle_sync=False, inline_buffered=False)
+    w = Wal(
+        _RaiseOnMarker(b"t9", lambda: RuntimeError("a bug")),
+        wal_dir,
+        1,
+        idle_sync=False,
+        inline_buffered=False,
+    )
     w.open()
     with pytest.raises(WalError, match="stopped"):  # not the RuntimeError itself
         on_a_thread(lambda: w.submit(0, [rec(1, 9)], durable=True, wake=False).wait(10))
