@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import random
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,20 +132,34 @@ def check(
 
 
 def run_until_crash(
-    crash_at: int | None, cls: Durability = Durability.FSYNC
+    crash_at: int | None, cls: Durability = Durability.FSYNC, on: str = "main"
 ) -> tuple[FaultFs, Ledger, int]:
+    """The workload until the world stops at mutating call `crash_at`, run `on` the main
+    thread or a worker: a worker's waits write the WAL queue themselves
+    (`WalShard.commit_here`), the main thread's leave it to the WAL writer."""
     fs = FaultFs()
     clock = ManualClock()
     ledger = Ledger()
     e = Engine(options(), fs=fs, clock=clock)
     if crash_at is not None:
         fs.crash_after(crash_at)
+
+    def run() -> None:
+        try:
+            e.open()
+            workload(e, ledger, clock, cls)
+            e.close()
+        except (Crash, SeglogError, WalError):
+            pass  # the world stopped here; whatever was acked before must survive
+
     try:
-        e.open()
-        workload(e, ledger, clock, cls)
-        e.close()
-    except (Crash, SeglogError, WalError):
-        pass  # the world stopped here; whatever was acked before must survive
+        if on == "main":
+            run()
+        else:
+            th = threading.Thread(target=run)
+            th.start()
+            th.join(60)
+            assert not th.is_alive(), "the workload hangs"
     finally:
         if e.wal is not None:
             fs.crashed = True  # nothing more reaches the disk
@@ -166,16 +181,17 @@ def test_clean_run_then_recover() -> None:
     e.close()
 
 
+@pytest.mark.parametrize("on", ["main", "worker"])
 @pytest.mark.parametrize("cls", [Durability.FSYNC, Durability.DISK])
-def test_crash_after_every_mutating_call(cls: Durability) -> None:
+def test_crash_after_every_mutating_call(cls: Durability, on: str) -> None:
     """Both crash images after every mutating call, for both persistent classes: a power cut
     (only what was fsynced, or a random prefix of the unsynced writes) and a process crash
     (the page cache survives: every acked `disk` record too). Deletes, seals and a snapshot
     are in flight at some of the crash points."""
-    _fs, _ledger, total = run_until_crash(None, cls)
+    _fs, _ledger, total = run_until_crash(None, cls, on)
     rng = random.Random(7)
     for n in range(1, total + 1):
-        fs, ledger, _ = run_until_crash(n, cls)
+        fs, ledger, _ = run_until_crash(n, cls, on)
         images = [
             ("none", fs.crash_image("none"), cls is Durability.DISK),
             ("random", fs.crash_image("random", rng), cls is Durability.DISK),
