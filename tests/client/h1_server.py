@@ -12,7 +12,28 @@ from dataclasses import dataclass, field
 import orjson
 import pytest
 
+from seglog.client._h1_wire import MAX_HEAD
+
 HEALTH = orjson.dumps({"status": "ok", "version": "0.1.0", "uptime_ms": 1})
+
+# Answers both lean paths must refuse as a `RemoteProtocolError` (their ids below).
+MALFORMED_ANSWERS = [
+    b"SPDY/9 nonsense\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Length: x1\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (MAX_HEAD + 10),
+    b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nab\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY0\r\n\r\n",
+]
+MALFORMED_IDS = [
+    "status-line", "content-length", "header-line", "chunk-size", "head-too-large",
+    "four-digit-status", "conflicting-lengths", "chunk-size-0x", "negative-chunk-size",
+    "chunk-without-crlf",
+]  # fmt: skip
 
 
 @dataclass

@@ -30,7 +30,15 @@ from seglog.client import (
     _h1,
     _h1_aio,
 )
-from tests.client.h1_server import DIFF, HEALTH, Start, raw_server, response
+from tests.client.h1_server import (
+    DIFF,
+    HEALTH,
+    MALFORMED_ANSWERS,
+    MALFORMED_IDS,
+    Start,
+    raw_server,
+    response,
+)
 
 APPENDED = orjson.dumps(
     {"topic": "t", "first_seq": 1, "last_seq": 1, "seqs": [1], "head_seq": 1, "count": 1,
@@ -198,24 +206,7 @@ async def test_a_long_poll_gets_its_wait_added_to_the_timeout(scripted: Start) -
         await c.diff("t", 0, wait_ms=2000)  # answered after 0.5 s: inside 0.2 s + the wait
 
 
-@pytest.mark.parametrize(
-    "answer",
-    [
-        b"SPDY/9 nonsense\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nContent-Length: x1\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (_h1_aio.MAX_HEAD + 10),
-        b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok",
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nab\r\n0\r\n\r\n",
-    ],
-    ids=[
-        "status-line", "content-length", "header-line", "chunk-size", "head-too-large",
-        "four-digit-status", "conflicting-lengths", "chunk-size-0x", "negative-chunk-size",
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("answer", MALFORMED_ANSWERS, ids=MALFORMED_IDS)
 async def test_a_malformed_answer_is_a_protocol_failure(scripted: Start, answer: bytes) -> None:
     url, _seen = scripted(lambda n, line: answer)
     async with AsyncClient(url, retries=0, timeout=5) as c:

@@ -24,7 +24,15 @@ from seglog.client import (
     _base,
     _h1,
 )
-from tests.client.h1_server import DIFF, HEALTH, Start, raw_server, response
+from tests.client.h1_server import (
+    DIFF,
+    HEALTH,
+    MALFORMED_ANSWERS,
+    MALFORMED_IDS,
+    Start,
+    raw_server,
+    response,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -153,14 +161,7 @@ def test_a_slow_answer_is_a_timeout_and_is_not_retried(scripted: Start) -> None:
     assert len(seen.requests) == 1
 
 
-@pytest.mark.parametrize(
-    "answer",
-    [
-        b"SPDY/9 nonsense\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nab\r\n0\r\n\r\n",
-    ],
-    ids=["status-line", "negative-chunk-size"],
-)
+@pytest.mark.parametrize("answer", MALFORMED_ANSWERS, ids=MALFORMED_IDS)
 def test_a_malformed_answer_is_a_protocol_failure(scripted: Start, answer: bytes) -> None:
     url, _seen = scripted(lambda n, line: answer)
     with Client(url, retries=0) as c, pytest.raises(SeglogConnectionError) as e:
@@ -394,7 +395,7 @@ def test_a_non_ascii_response_header_is_kept(scripted: Start) -> None:
         assert c.health().status == "ok"
 
 
-def test_a_header_http_client_refuses_is_a_local_error_sent_nowhere(scripted: Start) -> None:
+def test_a_header_that_cannot_be_sent_is_a_local_error_sent_nowhere(scripted: Start) -> None:
     url, seen = scripted(lambda n, line: response(HEALTH))
     c = Client(url, api_key="a\r\nX-Evil: 1", retries=3, timeout=2)
     with c, pytest.raises(SeglogConnectionError, match="LocalProtocolError"):

@@ -1,11 +1,13 @@
-"""Keep-alive HTTP/1.1 to one cleartext origin over the standard library's `http.client`:
-the sync `Client`'s request path when nothing needs httpx's (no TLS, no HTTP/2, no proxy,
-no injected transport, a body already in memory, the whole response wanted).
+"""Keep-alive HTTP/1.1 to one cleartext origin on blocking sockets: the sync `Client`'s
+request path when nothing needs httpx's (no TLS, no HTTP/2, no proxy, no injected
+transport, a body already in memory, the whole response wanted).
 
 Why: httpx spends ~350 µs of CPU per request beyond what the request needs — building and
-merging the URL, `Client.send`, httpcore and h11 — against ~70–130 µs for `http.client`
-(BENCHMARKS.md, "what a request costs the Python client"); on one connection that is a
-`GET /v0/health` in ~250 µs instead of ~650 µs. Everything above the wire stays as it was:
+merging the URL, `Client.send`, httpcore and h11 — and even the standard library's
+`http.client` ~250 µs (its header parsing runs through the `email` package), against
+~30 µs for one `sendall` and the shared reader of `_h1_wire` (BENCHMARKS.md, "what a
+request costs the Python client", and stop 36's section). Everything above the wire stays
+as it was:
 a response comes back as an `httpx.Response` for the same parsers, and a failure as the
 `httpx` transport error the retry policy already knows (`_base._RETRY_TRANSPORT`): nothing
 is resent here, the client's retry policy alone decides.
@@ -20,7 +22,6 @@ is the answer returned.
 
 from __future__ import annotations
 
-import http.client
 import select
 import socket
 import threading
@@ -31,6 +32,8 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 import httpx
+
+from seglog.client._h1_wire import Answer, AnswerReader, Ended, host_header, request_head
 
 # Like httpx's defaults: at most this many idle connections are kept, each for at most
 # this long (a server may close a connection it sees idle; one closed while idle is caught
@@ -105,17 +108,22 @@ def trim_idle(
     return fresh[cut:], stale
 
 
-class _Response(http.client.HTTPResponse):
-    """Skips every interim (1xx) response before the final one, as h11 does;
-    `http.client` itself skips only `100 Continue`. `_read_status` is a private method of
-    `http.client`; `test_interim_responses_are_skipped` guards this override."""
+# Bytes asked of the socket per read: a diff page of 1,000 records is ~100–200 KiB.
+RECV_BYTES = 256 * 1024
 
-    def _read_status(self) -> tuple[str, int, str]:
-        while True:
-            version, status, reason = super()._read_status()  # type: ignore[misc]
-            if not 101 < status < 200:  # 100 is skipped by `begin`; 101 would be final
-                return version, status, reason
-            http.client.parse_headers(self.fp)  # the interim response's headers
+
+class _Conn:
+    """One pooled socket; `sock` is None once closed."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock: socket.socket | None = sock
+
+    def close(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            sock.close()
 
 
 class H1Pool:
@@ -126,10 +134,11 @@ class H1Pool:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._host, self._port, self._prefix = origin_of(url, "H1Pool")
+        self._host_header = host_header(self._host, self._port)
         self._headers = {k.lower(): v for k, v in headers.items()}
         self._clock = clock
-        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # (conn, idle since)
-        self._busy: set[http.client.HTTPConnection] = set()
+        self._idle: list[tuple[_Conn, float]] = []  # (conn, idle since)
+        self._busy: set[_Conn] = set()
         self._lock = threading.Lock()
         self._closed = False
 
@@ -147,15 +156,14 @@ class H1Pool:
         Failures raise the httpx transport error of their kind; nothing is resent here."""
         target = request_target(self._prefix, path, params)
         sent = request_headers(self._headers, headers)
+        head = request_head(method, target, self._host_header, sent, body)
         conn = self._take(timeout)
         reusable = False
         try:
-            r, content, whole = _exchange(conn, method, target, body, sent)
-            reusable = whole and not r.will_close
+            answer, reusable = _exchange(conn, method, head + body if body else head)
         finally:
             self._give_back(conn, reusable)
-        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in r.getheaders()]
-        return httpx.Response(r.status, headers=raw, content=content)
+        return httpx.Response(answer.status, headers=answer.headers, content=answer.content)
 
     def close(self) -> None:
         """Close every connection: idle ones, and those of requests in flight (which then
@@ -174,7 +182,7 @@ class H1Pool:
                 except OSError:
                     pass
 
-    def _take(self, timeout: float) -> http.client.HTTPConnection:
+    def _take(self, timeout: float) -> _Conn:
         while True:
             now = self._clock()
             with self._lock:
@@ -195,22 +203,17 @@ class H1Pool:
             self._busy.add(conn)
         return conn
 
-    def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-        conn.response_class = _Response
+    def _connect(self, timeout: float) -> _Conn:
         try:
-            conn.connect()
+            sock = socket.create_connection((self._host, self._port), timeout)
         except TimeoutError as e:
-            conn.close()
             raise httpx.ConnectTimeout(str(e) or "timed out connecting") from e
         except OSError as e:
-            conn.close()
             raise httpx.ConnectError(f"{type(e).__name__}: {e}") from e
-        if conn.sock is not None:
-            conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return conn
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return _Conn(sock)
 
-    def _give_back(self, conn: http.client.HTTPConnection, reusable: bool) -> None:
+    def _give_back(self, conn: _Conn, reusable: bool) -> None:
         now = self._clock()
         with self._lock:
             self._busy.discard(conn)
@@ -224,39 +227,43 @@ class H1Pool:
             c.close()
 
 
-def _exchange(
-    conn: http.client.HTTPConnection,
-    method: str,
-    target: str,
-    body: bytes | None,
-    headers: Mapping[str, str],
-) -> tuple[http.client.HTTPResponse, bytes, bool]:
-    """Send the request and read the whole response on `conn`, mapping failures to httpx's
-    transport errors. The flag: whether the request went out whole (else the connection
-    must not be reused even if an answer came)."""
+def _exchange(conn: _Conn, method: str, request: bytes) -> tuple[Answer, bool]:
+    """Send the request and read the whole answer on `conn`, mapping failures to httpx's
+    transport errors: (answer, whether the connection may be reused). The socket's
+    timeout bounds each send and each wait for bytes, as httpx's timeouts do."""
+    sock = conn.sock
+    if sock is None:
+        raise httpx.ReadError("the client is closed")
     write_error: OSError | None = None
     try:
-        conn.request(method, target, body, headers)
+        sock.sendall(request)
     except TimeoutError as e:
         raise httpx.WriteTimeout(str(e) or "timed out sending the request") from e
-    except (ValueError, http.client.HTTPException) as e:
-        # a header or target `http.client` refuses to send (say, a CR/LF in the API key)
-        raise httpx.LocalProtocolError(f"{type(e).__name__}: {e}") from e
     except OSError as e:
         # The server may have answered before reading the whole body and closed (a
         # `413` for a body over its limit): that answer is what the caller must see.
         write_error = e
+    buf = bytearray()
+    reader = AnswerReader(method)
+    ended = False
     try:
-        r = conn.getresponse()
-        return r, r.read(), write_error is None
+        while (answer := reader.feed(buf, ended)) is None:
+            chunk = sock.recv(RECV_BYTES)
+            if chunk:
+                buf += chunk
+            else:
+                ended = True
     except TimeoutError as e:
         raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
-    except (http.client.HTTPException, OSError, ValueError) as e:
+    except (Ended, OSError, httpx.RemoteProtocolError) as e:
         if write_error is not None:
             raise httpx.WriteError(f"{type(write_error).__name__}: {write_error}") from e
-        if not isinstance(e, OSError):  # `ValueError`: a malformed chunk size
-            raise httpx.RemoteProtocolError(f"{type(e).__name__}: {e}") from e
+        if isinstance(e, httpx.RemoteProtocolError):
+            raise
+        if isinstance(e, Ended):
+            raise httpx.RemoteProtocolError("server disconnected without a full response") from e
         raise httpx.ReadError(f"{type(e).__name__}: {e}") from e
+    return answer, write_error is None and answer.keep_alive and not buf
 
 
 def readable(sock: socket.socket) -> bool:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import socket
 import time
 from collections.abc import Callable, Mapping
@@ -30,13 +29,7 @@ import httpx
 
 from seglog.client import _h1
 from seglog.client._h1 import IDLE_EXPIRY_S
-
-# The largest response head accepted (status line and headers), as h11's default.
-MAX_HEAD = 64 * 1024
-_NO_BODY_STATUS = (204, 304)
-_FORBIDDEN = frozenset("\r\n\0")
-_STATUS_LINE = re.compile(rb"(HTTP/1\.[01]) ([0-9]{3})(?: .*)?", re.DOTALL)
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+from seglog.client._h1_wire import AnswerReader, Ended, host_header, request_head
 
 
 class _Connection(asyncio.Protocol):
@@ -98,17 +91,22 @@ class _Connection(asyncio.Protocol):
         return sock is not None and not _h1.readable(sock)
 
     async def wait_data(self, timeout: float) -> None:
-        """Until more bytes arrive or the peer ends (raises `_Ended` if it already has),
+        """Until more bytes arrive or the peer ends (raises `Ended` if it already has),
         at most `timeout` seconds (`TimeoutError`): like httpx's, the read timeout bounds
         each wait for bytes, not the whole answer."""
         if self.eof or self.lost:
-            raise _Ended
+            raise Ended
         self._waiter = self.loop.create_future()
         try:
             async with asyncio.timeout(timeout):
                 await self._waiter
         finally:
             self._waiter = None
+
+    @property
+    def must_drain(self) -> bool:
+        """Whether `drain` would wait or fail: writing is paused, or the socket is gone."""
+        return self._writable is not None or self.lost
 
     async def drain(self) -> None:
         if self._writable is not None:
@@ -142,10 +140,6 @@ class _Connection(asyncio.Protocol):
             self.loop.call_soon_threadsafe(t.abort)
 
 
-class _Ended(Exception):
-    """The peer closed the connection before the answer was complete."""
-
-
 class AsyncH1Pool:
     def __init__(
         self,
@@ -154,8 +148,7 @@ class AsyncH1Pool:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._host, self._port, self._prefix = _h1.origin_of(url, "AsyncH1Pool")
-        host = f"[{self._host}]" if ":" in self._host else self._host
-        self._host_header = host if self._port == 80 else f"{host}:{self._port}"
+        self._host_header = host_header(self._host, self._port)
         self._headers = {k.lower(): v for k, v in headers.items()}
         self._clock = clock
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -175,7 +168,7 @@ class AsyncH1Pool:
         """One request and its whole response (see `_h1.H1Pool.send`)."""
         target = _h1.request_target(self._prefix, path, params)
         sent = _h1.request_headers(self._headers, headers)
-        head = _request_head(method, target, self._host_header, sent, body)
+        head = request_head(method, target, self._host_header, sent, body)
         conn = await self._take(timeout)
         reusable = False
         try:
@@ -242,26 +235,6 @@ class AsyncH1Pool:
             c.close()
 
 
-def _request_head(
-    method: str, target: str, host: str, headers: Mapping[str, str], body: bytes | None
-) -> bytes:
-    """The request line and headers, as `http.client` writes them; a CR, LF or NUL in any
-    of them, or a character outside Latin-1, is a `LocalProtocolError` (nothing is sent)."""
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}"]
-    lines += [f"{k}: {v}" for k, v in headers.items() if k not in ("host", "content-length")]
-    if body is not None:
-        lines.append(f"Content-Length: {len(body)}")
-    elif method in ("POST", "PUT", "PATCH"):
-        lines.append("Content-Length: 0")
-    if " " in target or any(not _FORBIDDEN.isdisjoint(line) for line in lines):
-        raise httpx.LocalProtocolError("a request header or target holds a CR, LF, NUL or space")
-    text = "\r\n".join(lines)
-    try:
-        return text.encode("latin-1") + b"\r\n\r\n"
-    except UnicodeEncodeError as e:
-        raise httpx.LocalProtocolError(f"a request header is not Latin-1: {e}") from e
-
-
 async def _exchange(
     conn: _Connection, method: str, head: bytes, body: bytes | None, timeout: float
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
@@ -271,8 +244,9 @@ async def _exchange(
     write_error: OSError | None = None
     try:
         transport.write(head + body if body else head)
-        async with asyncio.timeout(timeout):
-            await conn.drain()
+        if conn.must_drain:  # (a timeout scope costs more than most requests' own work)
+            async with asyncio.timeout(timeout):
+                await conn.drain()
     except TimeoutError as e:
         raise httpx.WriteTimeout(str(e) or "timed out sending the request") from e
     except OSError as e:
@@ -281,12 +255,12 @@ async def _exchange(
         return await _read_answer(conn, method, timeout, whole=write_error is None)
     except TimeoutError as e:
         raise httpx.ReadTimeout(str(e) or "timed out waiting for the response") from e
-    except (_Ended, OSError, httpx.RemoteProtocolError) as e:
+    except (Ended, OSError, httpx.RemoteProtocolError) as e:
         if write_error is not None:
             raise httpx.WriteError(f"{type(write_error).__name__}: {write_error}") from e
         if isinstance(e, httpx.RemoteProtocolError):
             raise
-        if isinstance(e, _Ended):
+        if isinstance(e, Ended):
             if conn.error is not None:
                 raise httpx.ReadError(f"{type(conn.error).__name__}: {conn.error}") from e
             raise httpx.RemoteProtocolError("server disconnected without a full response") from e
@@ -296,94 +270,10 @@ async def _exchange(
 async def _read_answer(
     conn: _Connection, method: str, timeout: float, *, whole: bool
 ) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
-    while True:  # interim (1xx) answers are skipped, as h11 does
-        end = conn.buf.find(b"\r\n\r\n")
-        while end < 0:
-            if len(conn.buf) > MAX_HEAD:
-                raise httpx.RemoteProtocolError("response head too large")
-            await conn.wait_data(timeout)
-            end = conn.buf.find(b"\r\n\r\n")
-        head = bytes(conn.buf[:end])
-        del conn.buf[: end + 4]
-        status, version_11, raw = _parse_head(head)
-        if not 100 <= status < 200 or status == 101:
-            break
-    fields: dict[bytes, bytes] = {}
-    for k, v in raw:
-        name = k.lower()
-        if name == b"content-length" and fields.get(name, v) != v:
-            raise httpx.RemoteProtocolError("conflicting Content-Length headers")
-        fields[name] = v
-    close = b"close" in fields.get(b"connection", b"").lower() or not version_11
-    if method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
-        content = b""
-    elif b"chunked" in fields.get(b"transfer-encoding", b"").lower():
-        content = await _read_chunked(conn, timeout)
-    elif b"content-length" in fields:
-        length = _content_length(fields[b"content-length"])
-        while len(conn.buf) < length:
-            await conn.wait_data(timeout)
-        content = bytes(conn.buf[:length])
-        del conn.buf[:length]
-    else:  # delimited by the close: a reset is not an end
-        while not (conn.eof or conn.lost):
-            await conn.wait_data(timeout)
-        if conn.error is not None:
-            raise conn.error
-        content, close = bytes(conn.buf), True
-        conn.buf.clear()
-    return status, raw, content, whole and not close and not conn.buf
-
-
-def _parse_head(head: bytes) -> tuple[int, bool, list[tuple[bytes, bytes]]]:
-    lines = head.split(b"\r\n")
-    status = _STATUS_LINE.fullmatch(lines[0])
-    if status is None:
-        raise httpx.RemoteProtocolError(f"malformed status line {lines[0][:80]!r}")
-    version, code = status.group(1), status.group(2)
-    raw: list[tuple[bytes, bytes]] = []
-    for line in lines[1:]:
-        name, sep, value = line.partition(b":")
-        if not sep or not name or name != name.strip():
-            raise httpx.RemoteProtocolError(f"malformed header line {line[:80]!r}")
-        raw.append((name, value.strip(b" \t")))
-    return int(code), version == b"HTTP/1.1", raw
-
-
-def _content_length(value: bytes) -> int:
-    if not value.isdigit() or len(value) > 18:
-        raise httpx.RemoteProtocolError(f"malformed Content-Length {value[:40]!r}")
-    return int(value)
-
-
-async def _read_chunked(conn: _Connection, timeout: float) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        line = await _read_line(conn, timeout, "chunk size line")
-        size_text = line.split(b";", 1)[0].strip()
-        if _CHUNK_SIZE.fullmatch(size_text) is None:
-            raise httpx.RemoteProtocolError(f"malformed chunk size {size_text[:40]!r}")
-        size = int(size_text, 16)
-        if size == 0:  # the last chunk, then trailers up to an empty line
-            while await _read_line(conn, timeout, "chunked trailer"):
-                pass
-            return b"".join(parts)
-        while len(conn.buf) < size + 2:
-            await conn.wait_data(timeout)
-        if conn.buf[size : size + 2] != b"\r\n":
-            raise httpx.RemoteProtocolError("chunk not followed by CRLF")
-        parts.append(bytes(conn.buf[:size]))
-        del conn.buf[: size + 2]
-
-
-async def _read_line(conn: _Connection, timeout: float, what: str) -> bytes:
-    """The next CRLF-terminated line, taken from the buffer (at most MAX_HEAD bytes)."""
-    end = conn.buf.find(b"\r\n")
-    while end < 0:
-        if len(conn.buf) > MAX_HEAD:
-            raise httpx.RemoteProtocolError(f"{what} too long")
+    reader = AnswerReader(method)
+    while (answer := reader.feed(conn.buf, conn.eof or conn.lost)) is None:
         await conn.wait_data(timeout)
-        end = conn.buf.find(b"\r\n")
-    line = bytes(conn.buf[:end])
-    del conn.buf[: end + 2]
-    return line
+    if answer.by_close and conn.error is not None:
+        raise conn.error  # a reset is not the end of a body delimited by the close
+    reusable = whole and answer.keep_alive and not conn.buf
+    return answer.status, answer.headers, answer.content, reusable
