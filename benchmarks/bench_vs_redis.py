@@ -13,7 +13,10 @@ Each seglog durability class is paired with the Redis persistence that promises 
   this shared machine).
 
 Both generators' ceilings are measured in the same run (wrk against granian's hello-world,
-redis-benchmark's `PING` with the same pipelining). redis-server comes from the machine
+redis-benchmark's `PING` with the same pipelining), and so are the Python clients' floors:
+the same single-record `POST` through aiohttp and through the two seglog clients' HTTP
+transports (`_h1.H1Pool`, `_h1_aio.AsyncH1Pool`) against that hello-world app, which
+answers without doing anything — no seglog write can be acked faster than that. redis-server comes from the machine
 (`apt-get install redis-server`); each mode starts a fresh one on an empty directory.
 
     python benchmarks/bench_vs_redis.py [--seconds 5] [--pings 2000] [--out results.json]
@@ -125,6 +128,67 @@ async def async_client_latencies(base: str, topic: str, n: int) -> list[float]:
     return out
 
 
+async def aiohttp_floor(url: str, n: int) -> list[float]:
+    import aiohttp
+
+    body = json.dumps({"records": [{"data": RECORD}]}).encode()
+    out: list[float] = []
+    async with aiohttp.ClientSession() as s:
+        for i in range(n + n // 10):
+            t0 = time.perf_counter()
+            async with s.post(url, data=body, headers={"content-type": "application/json"}) as r:
+                await r.read()
+            if i >= n // 10:
+                out.append(time.perf_counter() - t0)
+    return out
+
+
+def client_transport_floor(url: str, n: int) -> list[float]:
+    from seglog.client._h1 import H1Pool
+
+    body = json.dumps({"records": [{"data": RECORD}]}).encode()
+    headers = {"content-type": "application/json"}
+    pool = H1Pool(url, {})
+    out: list[float] = []
+    try:
+        for i in range(n + n // 10):
+            t0 = time.perf_counter()
+            pool.send("POST", "/v0/topics/x", None, body, headers, 5.0)
+            if i >= n // 10:
+                out.append(time.perf_counter() - t0)
+    finally:
+        pool.close()
+    return out
+
+
+async def async_client_transport_floor(url: str, n: int) -> list[float]:
+    from seglog.client._h1_aio import AsyncH1Pool
+
+    body = json.dumps({"records": [{"data": RECORD}]}).encode()
+    headers = {"content-type": "application/json"}
+    pool = AsyncH1Pool(url, {})
+    out: list[float] = []
+    try:
+        for i in range(n + n // 10):
+            t0 = time.perf_counter()
+            await pool.send("POST", "/v0/topics/x", None, body, headers, 5.0)
+            if i >= n // 10:
+                out.append(time.perf_counter() - t0)
+    finally:
+        await pool.close()
+    return out
+
+
+def client_floors(hello: str, n: int) -> dict[str, int]:
+    """p50 µs (median of three rounds) of a single-record POST to the hello-world app."""
+    rounds: dict[str, list[float]] = {"aiohttp": [], "client": [], "async_client": []}
+    for _ in range(3):
+        rounds["aiohttp"].append(pct(asyncio.run(aiohttp_floor(hello + "/", n)), 50))
+        rounds["client"].append(pct(client_transport_floor(hello, n), 50))
+        rounds["async_client"].append(pct(asyncio.run(async_client_transport_floor(hello, n)), 50))
+    return {k: round(statistics.median(v) * 1000) for k, v in rounds.items()}
+
+
 def redis_latencies(port: int, n: int) -> list[float]:
     import redis
 
@@ -173,6 +237,14 @@ def main() -> None:
             wrk = Wrk(root, a.seconds)
             batch = json.dumps({"records": [{"data": RECORD} for _ in range(100)]}).encode()
             wrk_ceiling = wrk.run(f"http://127.0.0.1:{hport}/", 8)["rps"]
+            floors = client_floors(f"http://127.0.0.1:{hport}", a.pings)
+            print(
+                "Python clients' floor, single-record POST to a hello-world app, p50: "
+                f"aiohttp {floors['aiohttp']} us, Client's transport {floors['client']} us, "
+                f"AsyncClient's transport {floors['async_client']} us",
+                flush=True,
+            )
+            results["client_floor_p50_us"] = floors
             rows = []
             for cls, redis_mode, redis_args in PAIRS:
                 http("PUT", f"{base}/v0/topics/b-{cls}", {"durability": cls})
