@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.client._h1_wire import Answer, AnswerReader, Ended, request_head
+from seglog.client._h1_wire import Answer, AnswerReader, Ended, WireResponse, request_head
 from tests.client.h1_server import MALFORMED_ANSWERS, MALFORMED_IDS
 
 _TOKEN = st.text("abcdefghijklmnopqrstuvwxyz-ABCXYZ0123456789", min_size=1, max_size=12)
@@ -177,3 +177,34 @@ def test_the_request_head_frames_the_body() -> None:
     )
     assert request_head("POST", "/x", "h", {}, None).endswith(b"Content-Length: 0\r\n\r\n")
     assert b"Content-Length" not in request_head("GET", "/x", "h", {}, None)
+
+
+_CHARSETS = st.sampled_from(["", "; charset=utf-8", "; charset=latin-1", "; charset=nope", ";x=1"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(100, 599),
+    st.lists(st.tuples(st.sampled_from(["X-A", "x-a", "Retry-After", "X-B"]), _VALUE), max_size=5),
+    _CHARSETS,
+    st.binary(max_size=40) | st.text(max_size=20).map(lambda t: t.encode()),
+    st.sampled_from(["x-a", "X-A", "retry-after", "x-b", "absent", "Content-Type"]),
+)
+def test_a_wire_response_reads_as_httpx_reads_the_same_answer(
+    status: int,
+    fields: list[tuple[str, bytes]],
+    charset: str,
+    content: bytes,
+    name: str,
+) -> None:
+    raw = [(k.encode(), v) for k, v in fields]
+    raw.append((b"Content-Type", b"text/plain" + charset.encode()))
+    mine = WireResponse(status, raw, content)
+    theirs = httpx.Response(status, headers=raw, content=content)
+    assert mine.status_code == theirs.status_code
+    assert mine.content == theirs.content
+    assert mine.is_success == theirs.is_success
+    assert mine.reason_phrase == theirs.reason_phrase
+    assert mine.text == theirs.text
+    assert mine.headers.get(name) == theirs.headers.get(name)
+    assert mine.headers.get(name, "d") == theirs.headers.get(name, "d")

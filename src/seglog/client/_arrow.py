@@ -8,10 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import orjson
 
-from seglog.client._base import Call, RequestSpec, _json, diff_body, topic_path
+from seglog.client._base import Call, Reply, RequestSpec, _json, diff_body, topic_path
 from seglog.client.exceptions import SeglogProtocolError
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -52,7 +51,7 @@ def diff_arrow(
     return Call(spec, _parse_page)
 
 
-def _parse_page(resp: httpx.Response) -> ArrowPage:
+def _parse_page(resp: Reply) -> ArrowPage:
     import pyarrow as pa
 
     kind = resp.headers.get("content-type", "")

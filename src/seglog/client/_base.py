@@ -103,10 +103,32 @@ class RequestSpec:
     extra_timeout: float = 0.0
 
 
+class HeaderLookup(Protocol):
+    def get(self, key: str, default: Any = None) -> Any: ...
+
+
+class Reply(Protocol):
+    """A whole response as the parsers read it: an `httpx.Response`, or the lean paths'
+    lighter `_h1_wire.WireResponse`."""
+
+    @property
+    def status_code(self) -> int: ...
+    @property
+    def content(self) -> bytes: ...
+    @property
+    def headers(self) -> HeaderLookup: ...
+    @property
+    def is_success(self) -> bool: ...
+    @property
+    def reason_phrase(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Call(Generic[T]):
     spec: RequestSpec
-    parse: Callable[[httpx.Response], T]
+    parse: Callable[[Reply], T]
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +178,7 @@ def parse_retry_after(value: str | None) -> float | None:
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
-def error_from_response(resp: httpx.Response) -> SeglogHTTPError:
+def error_from_response(resp: Reply) -> SeglogHTTPError:
     """Map a non-2xx response to its exception (API.md §0.5 envelope)."""
     retry_after = parse_retry_after(resp.headers.get("retry-after"))
     try:
@@ -184,15 +206,15 @@ def transport_error(exc: httpx.TransportError, spec: RequestSpec) -> SeglogConne
     return kind(f"{spec.method} {spec.path}: {type(exc).__name__}: {exc}")
 
 
-def json_body(resp: httpx.Response) -> Any:
+def json_body(resp: Reply) -> Any:
     try:
         return orjson.loads(resp.content)
     except orjson.JSONDecodeError as exc:
         raise SeglogProtocolError(f"HTTP {resp.status_code}: body is not JSON: {exc}") from exc
 
 
-def _parser(from_json: Callable[[Mapping[str, Any]], T]) -> Callable[[httpx.Response], T]:
-    def parse(resp: httpx.Response) -> T:
+def _parser(from_json: Callable[[Mapping[str, Any]], T]) -> Callable[[Reply], T]:
+    def parse(resp: Reply) -> T:
         obj = json_body(resp)
         if not isinstance(obj, dict):
             raise SeglogProtocolError(f"HTTP {resp.status_code}: expected a JSON object")
@@ -210,7 +232,7 @@ def _dict(obj: Mapping[str, Any]) -> dict[str, Any]:
     return dict(obj)
 
 
-def _text(resp: httpx.Response) -> str:
+def _text(resp: Reply) -> str:
     return resp.text
 
 
@@ -408,7 +430,7 @@ def append_stream(
     return Call(spec, _parse_stream_appended)
 
 
-def _parse_stream_appended(resp: httpx.Response) -> StreamAppended:
+def _parse_stream_appended(resp: Reply) -> StreamAppended:
     return _parser(lambda obj: StreamAppended.from_response(obj, resp.status_code))(resp)
 
 
@@ -466,7 +488,7 @@ def diff(
     return Call(spec, _parse_diff)
 
 
-def _parse_diff(resp: httpx.Response) -> DiffResult:
+def _parse_diff(resp: Reply) -> DiffResult:
     try:
         return decode_diff(resp.content)
     except msgspec.DecodeError as exc:  # ValidationError is a DecodeError
@@ -598,7 +620,7 @@ class BaseClient:
             raise transport_error(exc, spec) from exc
         return delay
 
-    def _rejected(self, resp: httpx.Response, spec: RequestSpec, attempt: int) -> float:
+    def _rejected(self, resp: Reply, spec: RequestSpec, attempt: int) -> float:
         """Delay before retrying an error response, or raise its typed exception."""
         err = error_from_response(resp)
         delay = self.policy.delay(spec, attempt, err, self._rng)

@@ -4,13 +4,13 @@ transport, a body already in memory, the whole response wanted).
 
 Why: httpx spends ~350 µs of CPU per request beyond what the request needs — building and
 merging the URL, `Client.send`, httpcore and h11 — and even the standard library's
-`http.client` ~250 µs (its header parsing runs through the `email` package), against
-~30 µs for one `sendall` and the shared reader of `_h1_wire` (BENCHMARKS.md, "what a
-request costs the Python client", and stop 36's section). Everything above the wire stays
-as it was:
-a response comes back as an `httpx.Response` for the same parsers, and a failure as the
-`httpx` transport error the retry policy already knows (`_base._RETRY_TRANSPORT`): nothing
-is resent here, the client's retry policy alone decides.
+`http.client` ~150 µs more than this path (its header parsing runs through the `email`
+package), which is one `sendall`, the shared reader of `_h1_wire` and a light response
+(BENCHMARKS.md, "what a request costs the Python client", and "Issue 12, stop 36").
+Everything above the wire stays as it was: a response comes back as a `WireResponse`
+(`_base.Reply`) for the same parsers, and a failure as the `httpx` transport error the
+retry policy already knows (`_base._RETRY_TRANSPORT`): nothing is resent here, the
+client's retry policy alone decides.
 
 Thread-safe: each request has a connection to itself; idle ones wait in a locked list
 (at most MAX_IDLE, each for at most IDLE_EXPIRY_S, as httpx keeps them). A connection that
@@ -33,7 +33,14 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from seglog.client._h1_wire import Answer, AnswerReader, Ended, host_header, request_head
+from seglog.client._h1_wire import (
+    Answer,
+    AnswerReader,
+    Ended,
+    WireResponse,
+    host_header,
+    request_head,
+)
 
 # Like httpx's defaults: at most this many idle connections are kept, each for at most
 # this long (a server may close a connection it sees idle; one closed while idle is caught
@@ -150,7 +157,7 @@ class H1Pool:
         body: bytes | None,
         headers: Mapping[str, str] | None,
         timeout: float,
-    ) -> httpx.Response:
+    ) -> WireResponse:
         """One request and its whole response. `path` starts with `/` and is already
         percent-encoded; it is appended to the URL's own path, as httpx's `base_url` does.
         Failures raise the httpx transport error of their kind; nothing is resent here."""
@@ -163,7 +170,7 @@ class H1Pool:
             answer, reusable = _exchange(conn, method, head + body if body else head)
         finally:
             self._give_back(conn, reusable)
-        return httpx.Response(answer.status, headers=answer.headers, content=answer.content)
+        return WireResponse(answer.status, answer.headers, answer.content)
 
     def close(self) -> None:
         """Close every connection: idle ones, and those of requests in flight (which then

@@ -4,7 +4,7 @@ when nothing needs httpx's (the same conditions as the sync client's `_h1`).
 Why: `httpx.AsyncClient` spends ~0.8–1 ms of CPU per request here, against ~0.1 ms for
 one asyncio protocol per connection that formats the request and parses the answer from
 its own buffer (BENCHMARKS.md, "Issue 12, eighth session"). Above the wire nothing
-changes: a response comes back as an `httpx.Response`, a failure as the `httpx` transport
+changes: a response comes back as a `WireResponse`, a failure as the `httpx` transport
 error the retry policy knows, and nothing is resent here.
 
 Connections belong to the event loop that opened them: a pool used from another loop
@@ -29,7 +29,13 @@ import httpx
 
 from seglog.client import _h1
 from seglog.client._h1 import IDLE_EXPIRY_S
-from seglog.client._h1_wire import AnswerReader, Ended, host_header, request_head
+from seglog.client._h1_wire import (
+    AnswerReader,
+    Ended,
+    WireResponse,
+    host_header,
+    request_head,
+)
 
 
 class _Connection(asyncio.Protocol):
@@ -164,7 +170,7 @@ class AsyncH1Pool:
         body: bytes | None,
         headers: Mapping[str, str] | None,
         timeout: float,
-    ) -> httpx.Response:
+    ) -> WireResponse:
         """One request and its whole response (see `_h1.H1Pool.send`)."""
         target = _h1.request_target(self._prefix, path, params)
         sent = _h1.request_headers(self._headers, headers)
@@ -175,7 +181,7 @@ class AsyncH1Pool:
             status, raw, content, reusable = await _exchange(conn, method, head, body, timeout)
         finally:
             self._give_back(conn, reusable)
-        return httpx.Response(status, headers=raw, content=content)
+        return WireResponse(status, raw, content)
 
     async def close(self) -> None:
         """Close every connection: idle ones, and those of requests in flight (which then

@@ -10,9 +10,11 @@ Each path now only moves bytes: it appends what arrives to a `bytearray` and cal
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import httpx
 
@@ -164,6 +166,56 @@ class AnswerReader:
 
     def _answer(self, content: bytes) -> Answer:
         return Answer(self._status, self._headers, content, self._keep_alive, False)
+
+
+class WireHeaders:
+    """A response's header fields, looked up as `httpx.Headers.get` does: by name in any
+    case, repeated fields joined with ", ", values decoded as Latin-1."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw: list[tuple[bytes, bytes]]) -> None:
+        self._raw = raw
+
+    def get(self, key: str, default: Any = None) -> Any:
+        name = key.lower().encode("latin-1")
+        values = [v.decode("latin-1") for k, v in self._raw if k.lower() == name]
+        return ", ".join(values) if values else default
+
+
+class WireResponse:
+    """A whole answer, as the client's parsers read it: the part of `httpx.Response` they
+    use (`_base.Reply`). Building an `httpx.Response` instead cost ~120 µs of CPU per
+    request here — as much as the rest of the lean path (BENCHMARKS.md, stop 36)."""
+
+    __slots__ = ("content", "headers", "status_code")
+
+    def __init__(self, status: int, raw: list[tuple[bytes, bytes]], content: bytes) -> None:
+        self.status_code = status
+        self.content = content
+        self.headers = WireHeaders(raw)
+
+    @property
+    def is_success(self) -> bool:
+        return 200 <= self.status_code < 300
+
+    @property
+    def reason_phrase(self) -> str:
+        return httpx.codes.get_reason_phrase(self.status_code)
+
+    @property
+    def text(self) -> str:
+        """The body decoded as `httpx.Response.text` does: by the `charset` of its
+        `Content-Type` if Python knows it, else as UTF-8; undecodable bytes replaced."""
+        encoding = "utf-8"
+        for param in str(self.headers.get("content-type", "")).split(";")[1:]:
+            key, _, value = param.strip().partition("=")
+            if key.lower() == "charset" and value:
+                try:
+                    encoding = codecs.lookup(value.strip("'\"")).name
+                except LookupError:
+                    pass
+        return self.content.decode(encoding, errors="replace")
 
 
 def _short(ended: bool) -> Answer | None:

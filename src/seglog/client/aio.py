@@ -27,7 +27,14 @@ import httpx
 
 from seglog.client import _arrow, _base, _h1, _watch, _ws
 from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS, ArrowPage
-from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
+from seglog.client._base import (
+    DEFAULT_URL,
+    BaseClient,
+    Call,
+    RandomSource,
+    Reply,
+    RequestSpec,
+)
 from seglog.client._h1_aio import AsyncH1Pool
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -113,7 +120,7 @@ class AsyncClient(BaseClient):
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    async def _request(self, spec: RequestSpec) -> httpx.Response:
+    async def _request(self, spec: RequestSpec) -> Reply:
         body = spec.body
         if self._h1 is not None and (body is None or isinstance(body, bytes)):
             timeout = self.timeout + spec.extra_timeout
@@ -122,7 +129,7 @@ class AsyncClient(BaseClient):
             )
         return await self._http.send(self._build(self._http, spec))
 
-    async def _send(self, spec: RequestSpec) -> httpx.Response:
+    async def _send(self, spec: RequestSpec) -> Reply:
         attempt = 0
         while True:
             try:

@@ -18,7 +18,14 @@ import httpx
 
 from seglog.client import _arrow, _base, _h1, _watch, _ws
 from seglog.client._arrow import ARROW_PAGE_BYTES, ARROW_PAGE_RECORDS, ArrowPage
-from seglog.client._base import DEFAULT_URL, BaseClient, Call, RandomSource, RequestSpec
+from seglog.client._base import (
+    DEFAULT_URL,
+    BaseClient,
+    Call,
+    RandomSource,
+    Reply,
+    RequestSpec,
+)
 from seglog.client._h1 import H1Pool
 from seglog.client._reader import ReadCursor
 from seglog.client._watch import ReconnectPolicy
@@ -113,7 +120,7 @@ class Client(BaseClient):
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _send(self, spec: RequestSpec) -> httpx.Response:
+    def _send(self, spec: RequestSpec) -> Reply:
         attempt = 0
         while True:
             try:
@@ -127,7 +134,7 @@ class Client(BaseClient):
             self._sleep(delay)
             attempt += 1
 
-    def _request(self, spec: RequestSpec) -> httpx.Response:
+    def _request(self, spec: RequestSpec) -> Reply:
         body = spec.body
         if self._h1 is not None and (body is None or isinstance(body, bytes)):
             timeout = self.timeout + spec.extra_timeout
