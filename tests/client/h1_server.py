@@ -28,11 +28,23 @@ MALFORMED_ANSWERS = [
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0x5\r\nhello\r\n0\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-2\r\nab\r\n0\r\n\r\n",
     b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabXY0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: xchunkedx\r\n\r\n0\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n",
+    b"HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 000 Odd\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+    b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 2\r\n\r\nok",
+    b"HTTP/1.1 200 OK\r\nContent Length: 2\r\n\r\nok",
 ]
 MALFORMED_IDS = [
     "status-line", "content-length", "header-line", "chunk-size", "head-too-large",
     "four-digit-status", "conflicting-lengths", "chunk-size-0x", "negative-chunk-size",
-    "chunk-without-crlf",
+    "chunk-without-crlf", "chunked-not-last", "coding-not-chunked", "coding-and-length",
+    "two-codings", "status-099", "status-000", "switching-protocols", "brotli-body",
+    "bad-gzip-body", "space-in-name",
 ]  # fmt: skip
 
 

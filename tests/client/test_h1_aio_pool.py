@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gzip
 import select
 import socket
 import struct
@@ -525,3 +526,11 @@ def test_a_client_used_from_a_second_event_loop_opens_new_connections(
     assert run(twice()) == "ok"  # the first loop's socket is not used
     run(c.close())
     assert seen.connections == 2
+
+
+async def test_a_compressed_answer_from_a_proxy_is_decoded(scripted: Start) -> None:
+    packed = gzip.compress(HEALTH)
+    url, seen = scripted(lambda n, line: response(packed, extra="Content-Encoding: gzip\r\n"))
+    async with AsyncClient(url, retries=0, timeout=2) as c:
+        assert (await c.health()).status == "ok"
+    assert seen.requests[0][1]["accept-encoding"] == "identity"

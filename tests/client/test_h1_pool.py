@@ -4,6 +4,7 @@ back (the httpx error the retry policy already handles, sent at most once per at
 
 from __future__ import annotations
 
+import gzip
 import select
 import socket
 import struct
@@ -413,3 +414,43 @@ def test_a_request_header_replaces_the_default_of_the_same_name(scripted: Start)
 def test_credentials_in_the_url_stay_with_httpx() -> None:
     assert not _h1.usable("http://user:pw@h:1", http2=False, has_transport=False)
     assert not _h1.usable("http://h:1/?x=1", http2=False, has_transport=False)
+
+
+def test_a_large_body_arrives_whole_and_a_cut_one_is_an_error() -> None:
+    big = b"x" * (4 * 1024 * 1024 + 17)
+    cut = threading.Event()
+
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        with s:  # two requests on one kept-alive connection, each answered whole
+            for _ in range(2):
+                s.recv(65536)
+                s.sendall(response(big))
+            s.recv(65536)  # the client's close
+        s, _ = srv.accept()
+        with s:  # then an answer cut 1,000 bytes short by the close
+            s.recv(65536)
+            s.sendall(response(big)[:-1000])
+            cut.set()
+
+    url, _t = raw_server(serve)
+    pool = _h1.H1Pool(url, {})
+    try:
+        for _ in range(2):
+            r = pool.send("GET", "/big", None, None, None, 5.0)
+            assert r.status_code == 200 and r.content == big
+        pool.close()
+        pool = _h1.H1Pool(url, {})
+        with pytest.raises(httpx.RemoteProtocolError, match="disconnected"):
+            pool.send("GET", "/big", None, None, None, 5.0)
+        assert cut.is_set()
+    finally:
+        pool.close()
+
+
+def test_a_compressed_answer_from_a_proxy_is_decoded(scripted: Start) -> None:
+    packed = gzip.compress(HEALTH)
+    url, seen = scripted(lambda n, line: response(packed, extra="Content-Encoding: gzip\r\n"))
+    with Client(url, retries=0, timeout=2) as c:
+        assert c.health().status == "ok"
+    assert seen.requests[0][1]["accept-encoding"] == "identity"

@@ -170,7 +170,7 @@ class H1Pool:
             answer, reusable = _exchange(conn, method, head + body if body else head)
         finally:
             self._give_back(conn, reusable)
-        return WireResponse(answer.status, answer.headers, answer.content)
+        return WireResponse.of(answer)
 
     def close(self) -> None:
         """Close every connection: idle ones, and those of requests in flight (which then
@@ -207,6 +207,9 @@ class H1Pool:
             self._give_back(conn, False)
         conn = self._connect(timeout)
         with self._lock:
+            if self._closed:  # closed while this request was connecting
+                conn.close()
+                raise RuntimeError("the client is closed")
             self._busy.add(conn)
         return conn
 
@@ -255,6 +258,10 @@ def _exchange(conn: _Conn, method: str, request: bytes) -> tuple[Answer, bool]:
     ended = False
     try:
         while (answer := reader.feed(buf, ended)) is None:
+            missing = reader.body_missing(buf)
+            if missing > RECV_BYTES:
+                answer = reader.take_body(_recv_body(sock, buf, missing))
+                break
             chunk = sock.recv(RECV_BYTES)
             if chunk:
                 buf += chunk
@@ -271,6 +278,24 @@ def _exchange(conn: _Conn, method: str, request: bytes) -> tuple[Answer, bool]:
             raise httpx.RemoteProtocolError("server disconnected without a full response") from e
         raise httpx.ReadError(f"{type(e).__name__}: {e}") from e
     return answer, write_error is None and answer.keep_alive and not buf
+
+
+def _recv_body(sock: socket.socket, buf: bytearray, missing: int) -> bytearray:
+    """A large body whose first bytes are `buf` (taken from it) and whose `missing` rest
+    is received in place into one buffer of its size: no copy per read, none at the end.
+    Shorter than the body if the peer closed first."""
+    body = bytearray(len(buf) + missing)
+    got = len(buf)
+    body[:got] = buf
+    buf.clear()
+    with memoryview(body) as view:
+        while got < len(body):
+            n = sock.recv_into(view[got:])
+            if n == 0:
+                break
+            got += n
+    del body[got:]
+    return body
 
 
 def readable(sock: socket.socket) -> bool:

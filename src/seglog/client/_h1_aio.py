@@ -30,6 +30,7 @@ import httpx
 from seglog.client import _h1
 from seglog.client._h1 import IDLE_EXPIRY_S
 from seglog.client._h1_wire import (
+    Answer,
     AnswerReader,
     Ended,
     WireResponse,
@@ -178,10 +179,10 @@ class AsyncH1Pool:
         conn = await self._take(timeout)
         reusable = False
         try:
-            status, raw, content, reusable = await _exchange(conn, method, head, body, timeout)
+            answer, reusable = await _exchange(conn, method, head, body, timeout)
         finally:
             self._give_back(conn, reusable)
-        return WireResponse(status, raw, content)
+        return WireResponse.of(answer)
 
     async def close(self) -> None:
         """Close every connection: idle ones, and those of requests in flight (which then
@@ -243,8 +244,9 @@ class AsyncH1Pool:
 
 async def _exchange(
     conn: _Connection, method: str, head: bytes, body: bytes | None, timeout: float
-) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
-    """Send the request, read the whole answer: (status, headers, body, reusable)."""
+) -> tuple[Answer, bool]:
+    """Send the request, read the whole answer: (answer, whether the connection may be
+    reused)."""
     transport = conn.transport
     assert transport is not None
     write_error: OSError | None = None
@@ -275,11 +277,10 @@ async def _exchange(
 
 async def _read_answer(
     conn: _Connection, method: str, timeout: float, *, whole: bool
-) -> tuple[int, list[tuple[bytes, bytes]], bytes, bool]:
+) -> tuple[Answer, bool]:
     reader = AnswerReader(method)
     while (answer := reader.feed(conn.buf, conn.eof or conn.lost)) is None:
         await conn.wait_data(timeout)
     if answer.by_close and conn.error is not None:
         raise conn.error  # a reset is not the end of a body delimited by the close
-    reusable = whole and answer.keep_alive and not conn.buf
-    return answer.status, answer.headers, answer.content, reusable
+    return answer, whole and answer.keep_alive and not conn.buf
