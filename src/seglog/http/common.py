@@ -64,11 +64,11 @@ async def read_body(request: Request, limit: int) -> bytes:
     BENCHMARKS.md, "Queues: the request path"). An HTTP/1.x request with neither
     `Content-Length` nor `Transfer-Encoding` has no body (RFC 9112 §6.3): nothing is
     awaited at all."""
-    headers = request.headers
-    declared = headers.get("content-length")
+    declared = header(request, b"content-length")
     if limit and declared_length_over(declared, limit):
         raise _too_large(limit)
-    chunked = "transfer-encoding" in headers  # it overrides a length (RFC 9112 §6.1)
+    # a `Transfer-Encoding` overrides a length (RFC 9112 §6.1)
+    chunked = header(request, b"transfer-encoding") is not None
     expected = None if chunked else _declared_length(declared)
     if expected == 0 or (
         declared is None and not chunked and request.scope.get("http_version", "1.1")[0] == "1"
@@ -137,5 +137,35 @@ def json_body(request: Request, raw: bytes, *, empty_ok: bool = False) -> Any:
     return parse_json_body(raw)
 
 
+class JsonResponse(Response):
+    """`Response(body, status, media_type="application/json")` with the same raw headers
+    (`content-length` unless the status has no body, then `content-type`), built without
+    Starlette's general `init_headers` (~5 % of a small write's time on the loop)."""
+
+    media_type = "application/json"
+
+    def __init__(self, body: bytes, status_code: int = 200) -> None:
+        self.status_code = status_code
+        self.body = body
+        self.background = None
+        if status_code < 200 or status_code in (204, 304):
+            self.raw_headers = [_JSON_TYPE]
+        else:
+            self.raw_headers = [(b"content-length", b"%d" % len(body)), _JSON_TYPE]
+
+
+_JSON_TYPE = (b"content-type", b"application/json")
+
+
 def json_response(body: bytes, status: int = 200) -> Response:
-    return Response(body, status_code=status, media_type="application/json")
+    return JsonResponse(body, status)
+
+
+def header(request: Request, name: bytes) -> str | None:
+    """The first `name` field (lower case) of the request, as `request.headers.get` gives
+    it, read straight from the ASGI scope: Starlette's `Headers` lookup goes through
+    `Mapping.get` and a `KeyError` for every absent field."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")  # type: ignore[no-any-return]
+    return None

@@ -12,6 +12,7 @@ from seglog.http.app_state import server_state
 from seglog.http.auth import Scope
 from seglog.http.common import (
     elapsed_ms,
+    header,
     json_body,
     json_response,
     query_value,
@@ -92,8 +93,8 @@ async def delete_topic(request: Request) -> Response:
     return json_response(encode_drop_topic(res, elapsed_ms(t0)))
 
 
-def _write_request(request: Request, raw: bytes) -> WriteRequest:
-    if is_json_content_type(request.headers.get("content-type")):
+def _write_request(request: Request, raw: bytes, content_type: str | None) -> WriteRequest:
+    if is_json_content_type(content_type):
         fast = decode_write_fast(raw)
         if fast is not None:
             return fast
@@ -105,16 +106,17 @@ async def append(request: Request) -> Response:
     name = request.path_params["topic"]
     p = require(request, (Scope.WRITE,), name)
     st = server_state(request)
-    if is_ndjson(request.headers.get("content-type")):  # API §13.2
+    content_type = header(request, b"content-type")
+    if is_ndjson(content_type):  # API §13.2
         return await append_ndjson(request, name, st)
     raw = await read_body(request, st.settings.max_body_bytes)
-    req = _write_request(request, raw)
+    req = _write_request(request, raw, content_type)
     st.check_write_pressure()
     key = req.idempotency_key
     if key is None:
-        header = request.headers.get("idempotency-key")
-        if header is not None:
-            key = check_idempotency_key(header)
+        sent = header(request, b"idempotency-key")
+        if sent is not None:
+            key = check_idempotency_key(sent)
     config = None
     if req.config is not None:
         config = parse_config(req.config)

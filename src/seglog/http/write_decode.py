@@ -69,7 +69,7 @@ def decode_write_fast(raw: bytes | bytearray | memoryview) -> WriteRequest | Non
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
     batch_node, key = _opt(body.node), _opt(body.idempotency_key)
-    if not (_all_fit([batch_node], MAX_NODE_BYTES) and _all_fit([key], MAX_IDEMPOTENCY_KEY_BYTES)):
+    if not (_fits(batch_node, MAX_NODE_BYTES) and _fits(key, MAX_IDEMPOTENCY_KEY_BYTES)):
         return None
     out = _records_in(body.records, batch_node)
     if out is None:
@@ -140,9 +140,14 @@ def _labels(
     """A label column (`tag` or `node`) with `default` where a record has none, or None
     when a label is over `max_bytes` of UTF-8."""
     if raw.count(UNSET) == len(raw):  # the common batch: no record sets its own
-        return [default] * len(raw) if _all_fit([default], max_bytes) else None
+        return [default] * len(raw) if _fits(default, max_bytes) else None
     labels = [default if v is UNSET else v for v in raw]
     return labels if _all_fit(labels, max_bytes) else None  # type: ignore[return-value]
+
+
+def _fits(value: str | None, max_bytes: int) -> bool:
+    """`_all_fit([value], max_bytes)`, without a pass over a list."""
+    return value is None or len(value) * 4 <= max_bytes or len(value.encode()) <= max_bytes
 
 
 def _all_fit(values: list[Any], max_bytes: int) -> bool:
