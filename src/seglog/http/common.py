@@ -132,7 +132,7 @@ def json_body(request: Request, raw: bytes, *, empty_ok: bool = False) -> Any:
     """Content-type check then parse (API §0.2); `empty_ok` routes treat no body as `{}`."""
     if empty_ok and not raw.strip():
         return {}
-    if not is_json_content_type(request.headers.get("content-type")):
+    if not is_json_content_type(header(request, b"content-type")):
         raise SeglogError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "request body must be application/json")
     return parse_json_body(raw)
 

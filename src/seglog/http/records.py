@@ -14,6 +14,7 @@ from seglog.http.arrow_diff import ARROW_STREAM, encode_arrow_diff, wants_arrow
 from seglog.http.auth import Scope
 from seglog.http.common import (
     elapsed_ms,
+    header,
     json_body,
     json_response,
     read_body,
@@ -39,7 +40,7 @@ async def diff(request: Request) -> Response:
     require(request, (Scope.READ,), name)
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    arrow = wants_arrow(request.headers.get("accept"))  # API §13.1
+    arrow = wants_arrow(header(request, b"accept"))  # API §13.1
     req = parse_diff(json_body(request, raw, empty_ok=True), arrow)
     db = st.db
     nodes = frozenset(req.nodes)
