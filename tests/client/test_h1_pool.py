@@ -454,3 +454,19 @@ def test_a_compressed_answer_from_a_proxy_is_decoded(scripted: Start) -> None:
     with Client(url, retries=0, timeout=2) as c:
         assert c.health().status == "ok"
     assert seen.requests[0][1]["accept-encoding"] == "identity"
+
+
+def test_a_huge_declared_length_allocates_nothing_up_front() -> None:
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        with s:
+            s.recv(65536)
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000000\r\n\r\n" + b"x" * 10)
+
+    url, _t = raw_server(serve)
+    pool = _h1.H1Pool(url, {})
+    try:
+        with pytest.raises(httpx.RemoteProtocolError, match="disconnected"):
+            pool.send("GET", "/", None, None, None, 5.0)  # not a MemoryError
+    finally:
+        pool.close()

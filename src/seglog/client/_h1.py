@@ -117,6 +117,10 @@ def trim_idle(
 
 # Bytes asked of the socket per read: a diff page of 1,000 records is ~100–200 KiB.
 RECV_BYTES = 256 * 1024
+# A body of known length up to this size is received into one buffer allocated up front
+# (an Arrow diff page is at most 32 MiB); a larger one grows as its bytes arrive, so that
+# no declared length alone can make the client allocate it.
+PREALLOC_MAX = 64 * 1024 * 1024
 
 
 class _Conn:
@@ -259,7 +263,7 @@ def _exchange(conn: _Conn, method: str, request: bytes) -> tuple[Answer, bool]:
     try:
         while (answer := reader.feed(buf, ended)) is None:
             missing = reader.body_missing(buf)
-            if missing > RECV_BYTES:
+            if RECV_BYTES < missing <= PREALLOC_MAX:
                 answer = reader.take_body(_recv_body(sock, buf, missing))
                 break
             chunk = sock.recv(RECV_BYTES)
