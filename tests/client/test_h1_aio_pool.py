@@ -534,3 +534,21 @@ async def test_a_compressed_answer_from_a_proxy_is_decoded(scripted: Start) -> N
     async with AsyncClient(url, retries=0, timeout=2) as c:
         assert (await c.health()).status == "ok"
     assert seen.requests[0][1]["accept-encoding"] == "identity"
+
+
+async def test_a_pool_closed_while_connecting_refuses_the_request(scripted: Start) -> None:
+    url, _seen = scripted(lambda n, line: response(HEALTH))
+    pool = _h1_aio.AsyncH1Pool(url, {})
+    opened: list[Any] = []
+    connect = pool._connect
+
+    async def closing_connect(loop: asyncio.AbstractEventLoop, timeout: float) -> Any:
+        conn = await connect(loop, timeout)
+        opened.append(conn)
+        await pool.close()  # the client is closed meanwhile
+        return conn
+
+    pool._connect = closing_connect  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="closed"):
+        await pool.send("GET", "/v0/health", None, None, None, 2.0)
+    assert len(opened) == 1 and opened[0].transport.is_closing()

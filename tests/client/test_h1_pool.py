@@ -456,17 +456,78 @@ def test_a_compressed_answer_from_a_proxy_is_decoded(scripted: Start) -> None:
     assert seen.requests[0][1]["accept-encoding"] == "identity"
 
 
-def test_a_huge_declared_length_allocates_nothing_up_front() -> None:
+@pytest.mark.parametrize("declared", [64 * 1024 * 1024, 10**15])
+def test_a_declared_length_that_never_arrives_is_a_disconnect(declared: int) -> None:
+    # Not a MemoryError: a length beyond BODY_MAX_BYTES is read as its bytes arrive.
     def serve(srv: socket.socket) -> None:
         s, _ = srv.accept()
         with s:
             s.recv(65536)
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000000000000\r\n\r\n" + b"x" * 10)
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % declared + b"x" * 10)
 
     url, _t = raw_server(serve)
     pool = _h1.H1Pool(url, {})
     try:
         with pytest.raises(httpx.RemoteProtocolError, match="disconnected"):
-            pool.send("GET", "/", None, None, None, 5.0)  # not a MemoryError
+            pool.send("GET", "/", None, None, None, 5.0)
+    finally:
+        pool.close()
+
+
+def test_bytes_after_the_answer_in_the_same_segment_spoil_the_connection(
+    scripted: Start,
+) -> None:
+    stray = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nno"
+    url, seen = scripted(lambda n, line: response(HEALTH) + (stray if n == 0 else b""))
+    with Client(url, retries=0, timeout=2) as c:
+        assert c.health().status == "ok"
+        assert c._h1 is not None and c._h1._idle == []  # not pooled
+        assert c.health().status == "ok"  # never the stray answer
+    assert seen.connections == 2
+
+
+def test_a_pool_closed_while_connecting_refuses_the_request(scripted: Start) -> None:
+    url, _seen = scripted(lambda n, line: response(HEALTH))
+    pool = _h1.H1Pool(url, {})
+    opened: list[object] = []
+    connect = pool._connect
+
+    def closing_connect(timeout: float) -> object:
+        conn = connect(timeout)
+        opened.append(conn)
+        pool.close()  # another thread closes the client meanwhile
+        return conn
+
+    pool._connect = closing_connect  # type: ignore[method-assign,assignment]
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.send("GET", "/v0/health", None, None, None, 2.0)
+    assert [getattr(c, "sock", 0) for c in opened] == [None]  # its socket closed too
+
+
+def test_a_large_body_grows_with_what_arrives() -> None:
+    sizes: list[int] = []
+    real = _h1._recv_body
+
+    def spy(sock: socket.socket, buf: bytearray, missing: int) -> bytearray:
+        body = real(sock, buf, missing)
+        sizes.append(len(body))
+        return body
+
+    big = bytes(range(256)) * (3 * 1024 * 1024 // 256 + 7)
+
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        with s:
+            s.recv(65536)
+            s.sendall(response(big))
+            s.recv(65536)
+
+    url, _t = raw_server(serve)
+    pool = _h1.H1Pool(url, {})
+    try:
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(_h1, "_recv_body", spy)
+            assert pool.send("GET", "/", None, None, None, 5.0).content == big
+        assert sizes == [len(big)]
     finally:
         pool.close()

@@ -267,20 +267,48 @@ def test_a_wire_response_reads_as_httpx_reads_the_same_answer(
     assert mine.headers.get(name, "d") == theirs.headers.get(name, "d")
 
 
-@pytest.mark.parametrize("coding", ["gzip", "x-gzip", "deflate", "identity", "gzip, identity"])
+_CODINGS = ["gzip", "x-gzip", "deflate", "deflate-raw", "identity", "gzip, identity", "br"]
+
+
+@pytest.mark.parametrize("coding", _CODINGS)
 def test_a_compressed_body_is_decoded_as_httpx_decodes_it(coding: str) -> None:
     body = b'{"status":"ok"}' * 50
+    raw_deflate = zlib.compressobj(wbits=-zlib.MAX_WBITS)
     packed = {
         "gzip": gzip.compress(body),
         "x-gzip": gzip.compress(body),
         "deflate": zlib.compress(body),
+        "deflate-raw": raw_deflate.compress(body) + raw_deflate.flush(),
         "identity": body,
         "gzip, identity": gzip.compress(body),
+        "br": b"not really brotli",  # a coding neither undoes: left as it came
     }[coding]
-    raw = [(b"Content-Encoding", coding.encode()), (b"Content-Length", b"%d" % len(packed))]
+    sent = "deflate" if coding == "deflate-raw" else coding
+    raw = [(b"Content-Encoding", sent.encode()), (b"Content-Length", b"%d" % len(packed))]
     wire = b"HTTP/1.1 200 OK\r\n" + b"".join(k + b": " + v + b"\r\n" for k, v in raw)
     answer = AnswerReader("GET").feed(bytearray(wire + b"\r\n" + packed), False)
     assert answer is not None
-    assert WireResponse.of(answer).content == body
-    if coding != "x-gzip":  # (httpx leaves the RFC's alias of gzip undecoded)
-        assert httpx.Response(200, headers=raw, content=packed).content == body
+    want = packed if coding == "br" else body
+    assert WireResponse.of(answer).content == want
+    if coding not in ("x-gzip", "br"):  # (httpx leaves the RFC's alias of gzip undecoded)
+        assert httpx.Response(200, headers=raw, content=packed).content == want
+
+
+@pytest.mark.parametrize("head", [b"HTTP/1.1 204 No Content", b"HTTP/1.1 200 OK"])
+def test_an_empty_compressed_body_is_empty(head: bytes) -> None:
+    method = "GET" if b"204" in head else "HEAD"
+    wire = head + b"\r\nContent-Encoding: gzip\r\nContent-Length: 99\r\n\r\n"
+    answer = AnswerReader(method).feed(bytearray(wire), False)
+    assert answer is not None and WireResponse.of(answer).content == b""
+
+
+def test_a_head_fed_one_byte_at_a_time_reads_whole() -> None:
+    wire = b"HTTP/1.1 200 OK\r\nX-A: " + b"a" * 500 + b"\r\nContent-Length: 2\r\n\r\nokNEXT"
+    reader, buf, fed = AnswerReader("GET"), bytearray(), 0
+    answer = None
+    while answer is None:
+        buf.append(wire[fed])
+        fed += 1
+        answer = reader.feed(buf, False)
+    assert answer.content == b"ok" and fed == len(wire) - 4  # not a byte of "NEXT"
+    assert answer.headers == [(b"X-A", b"a" * 500), (b"Content-Length", b"2")]

@@ -1,4 +1,4 @@
-"""The data plane's shortcuts past Starlette (`common.header`, `common.JsonResponse`) give
+"""The data plane's shortcuts past Starlette (`common.header`, `common.JsonBytesResponse`) give
 exactly what Starlette's own `request.headers.get` and `Response` give."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 from starlette.responses import Response
 
-from seglog.http.common import JsonResponse, header
+from seglog.http.common import JsonBytesResponse, header
 
 _NAMES = st.sampled_from([b"content-type", b"content-length", b"idempotency-key", b"x-a"])
 _VALUES = st.binary(max_size=20)
@@ -22,7 +22,7 @@ def test_header_reads_what_starlette_reads(raw: list[tuple[bytes, bytes]], name:
 
 @given(st.sampled_from([100, 200, 201, 204, 304, 400, 404, 413, 429, 500, 503]), _VALUES)
 def test_a_json_response_is_starlettes(status: int, body: bytes) -> None:
-    mine = JsonResponse(body, status)
+    mine = JsonBytesResponse(body, status)
     theirs = Response(body, status_code=status, media_type="application/json")
     assert (mine.status_code, mine.body, mine.raw_headers) == (
         theirs.status_code,

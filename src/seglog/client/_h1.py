@@ -22,6 +22,7 @@ is the answer returned.
 
 from __future__ import annotations
 
+import io
 import select
 import socket
 import threading
@@ -115,12 +116,11 @@ def trim_idle(
     return fresh[cut:], stale
 
 
-# Bytes asked of the socket per read: a diff page of 1,000 records is ~100–200 KiB.
+# Bytes asked of the socket per read: a diff page of 1,000 records is ~100–200 KiB. A body
+# of known length beyond that is received whole (`_recv_body`) up to BODY_MAX_BYTES, which
+# bounds what a declared length alone can make the client reserve.
 RECV_BYTES = 256 * 1024
-# A body of known length up to this size is received into one buffer allocated up front
-# (an Arrow diff page is at most 32 MiB); a larger one grows as its bytes arrive, so that
-# no declared length alone can make the client allocate it.
-PREALLOC_MAX = 64 * 1024 * 1024
+BODY_MAX_BYTES = 1024 * 1024 * 1024
 
 
 class _Conn:
@@ -263,7 +263,7 @@ def _exchange(conn: _Conn, method: str, request: bytes) -> tuple[Answer, bool]:
     try:
         while (answer := reader.feed(buf, ended)) is None:
             missing = reader.body_missing(buf)
-            if RECV_BYTES < missing <= PREALLOC_MAX:
+            if RECV_BYTES < missing <= BODY_MAX_BYTES:
                 answer = reader.take_body(_recv_body(sock, buf, missing))
                 break
             chunk = sock.recv(RECV_BYTES)
@@ -284,21 +284,16 @@ def _exchange(conn: _Conn, method: str, request: bytes) -> tuple[Answer, bool]:
     return answer, write_error is None and answer.keep_alive and not buf
 
 
-def _recv_body(sock: socket.socket, buf: bytearray, missing: int) -> bytearray:
+def _recv_body(sock: socket.socket, buf: bytearray, missing: int) -> bytes:
     """A large body whose first bytes are `buf` (taken from it) and whose `missing` rest
-    is received in place into one buffer of its size: no copy per read, none at the end.
-    Shorter than the body if the peer closed first."""
-    body = bytearray(len(buf) + missing)
-    got = len(buf)
-    body[:got] = buf
+    is received straight into one `bytes` of its size, as `http.client` did: the buffered
+    reader over the socket reads a request larger than its (one-byte) buffer directly into
+    its result, and never past it. The memory is allocated, not written, ahead of the
+    bytes (RSS grows as they arrive). Shorter than the body if the peer closed first."""
+    with io.BufferedReader(socket.SocketIO(sock, "rb"), buffer_size=1) as reader:
+        rest = reader.read(missing)
+    body = b"".join((buf, rest))
     buf.clear()
-    with memoryview(body) as view:
-        while got < len(body):
-            n = sock.recv_into(view[got:])
-            if n == 0:
-                break
-            got += n
-    del body[got:]
     return body
 
 

@@ -67,7 +67,7 @@ class Ended(Exception):
 class Answer:
     status: int
     headers: list[tuple[bytes, bytes]]
-    content: bytes | bytearray  # a large body is handed over as the buffer it was read into
+    content: bytes
     # Whether the connection may carry another request as far as this answer goes: no
     # `Connection: close`, HTTP/1.1, and not delimited by the close. (The caller also
     # checks that nothing arrived beyond it and that its request went out whole.)
@@ -77,8 +77,6 @@ class Answer:
 
 # What the reader waits for next.
 _HEAD, _LENGTH, _CHUNK_LINE, _CHUNK_DATA, _TRAILER, _CLOSE = range(6)
-# The end of a head: an empty line, CRLF or (leniently, as `http.client` and h11) bare LF.
-_HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 
 class AnswerReader:
@@ -96,15 +94,16 @@ class AnswerReader:
         self._keep_alive = True
         self._need = 0  # _LENGTH: the body's length; _CHUNK_DATA: the chunk's
         self._parts: list[bytes] = []
+        self._scanned = 0  # _HEAD: how much of the buffer holds no head end
 
     def body_missing(self, buf: bytearray) -> int:
         """While reading a body of known length: how many of its bytes `buf` still lacks
         (0 otherwise), so that a caller can read them itself (`take_body`)."""
         return max(0, self._need - len(buf)) if self._state == _LENGTH else 0
 
-    def take_body(self, body: bytearray) -> Answer:
-        """The answer, its body of known length read by the caller into `body` (which
-        becomes the answer's content, not copied); `Ended` if `body` is short."""
+    def take_body(self, body: bytes) -> Answer:
+        """The answer, its body of known length read by the caller (whole: taken as the
+        answer's content, not copied); `Ended` if `body` is short."""
         if self._state != _LENGTH:
             raise RuntimeError("take_body: the reader is not at a body of known length")
         if len(body) != self._need:
@@ -136,11 +135,10 @@ class AnswerReader:
                 size = self._need
                 if len(buf) < size + 2:
                     return _short(ended)
-                end = buf[size : size + 2]
-                if end != b"\r\n" and end[:1] != b"\n":
+                if buf[size : size + 2] != b"\r\n":  # strict, as h11: a size off by one
                     raise httpx.RemoteProtocolError("chunk not followed by CRLF")
                 self._parts.append(_take(buf, size))
-                del buf[: 2 if end == b"\r\n" else 1]
+                del buf[:2]
                 self._state = _CHUNK_LINE
             elif state == _TRAILER:  # after the last chunk: trailers up to an empty line
                 line = _take_line(buf, "chunked trailer")
@@ -156,13 +154,15 @@ class AnswerReader:
     def _head(self, buf: bytearray) -> bool:
         """Parse a head from `buf` if one is whole (True); skips interim answers."""
         while True:
-            found = _HEAD_END.search(buf)
-            if found is None or found.start() > MAX_HEAD:
+            end, after = _head_end(buf, max(0, self._scanned - 2))
+            if end < 0 or end > MAX_HEAD:
                 if len(buf) > MAX_HEAD:
                     raise httpx.RemoteProtocolError("response head too large")
+                self._scanned = len(buf)  # the next search resumes about here
                 return False
-            status, version_11, raw = _parse_head(bytes(buf[: found.start()]))
-            del buf[: found.end()]
+            self._scanned = 0
+            status, version_11, raw = _parse_head(bytes(buf[:end]))
+            del buf[:after]
             if status == 101:  # this client never asks to switch protocols
                 raise httpx.RemoteProtocolError("unexpected 101 Switching Protocols")
             if not 100 <= status < 200:
@@ -185,8 +185,20 @@ class AnswerReader:
             self._state = _CLOSE
         return True
 
-    def _answer(self, content: bytes | bytearray) -> Answer:
+    def _answer(self, content: bytes) -> Answer:
         return Answer(self._status, self._headers, content, self._keep_alive, False)
+
+
+def _head_end(buf: bytearray, start: int) -> tuple[int, int]:
+    """Where the head in `buf` ends and its blank line after it, searching from `start`:
+    the first empty line, ended by CRLF or (leniently, as `http.client` and h11 read it)
+    bare LF; (-1, -1) if there is none yet. A line's own CR stays with the head, whose
+    parser drops it."""
+    lf_lf = buf.find(b"\n\n", start)
+    lf_crlf = buf.find(b"\n\r\n", start)
+    if lf_crlf >= 0 and (lf_lf < 0 or lf_crlf < lf_lf):
+        return lf_crlf, lf_crlf + 3
+    return (lf_lf, lf_lf + 2) if lf_lf >= 0 else (-1, -1)
 
 
 def _field(raw: list[tuple[bytes, bytes]], name: bytes) -> bytes | None:
@@ -254,9 +266,7 @@ class WireResponse:
 
     __slots__ = ("content", "headers", "status_code")
 
-    def __init__(
-        self, status: int, raw: list[tuple[bytes, bytes]], content: bytes | bytearray
-    ) -> None:
+    def __init__(self, status: int, raw: list[tuple[bytes, bytes]], content: bytes) -> None:
         self.status_code = status
         self.content = content
         self.headers = WireHeaders(raw)
@@ -296,8 +306,9 @@ class WireResponse:
         return self.content.decode(encoding, errors="replace")
 
 
-def _decoded(coding: bytes | None, content: bytes | bytearray) -> bytes | bytearray:
-    """`content` with its `Content-Encoding` codings undone, last applied first."""
+def _decoded(coding: bytes | None, content: bytes) -> bytes:
+    """`content` with its `Content-Encoding` codings undone, last applied first, as far as
+    they are gzip or deflate (httpx's own, without the optional brotli and zstd)."""
     for name in reversed(_tokens(coding)):
         if name == b"identity" or not content:
             continue
@@ -309,8 +320,8 @@ def _decoded(coding: bytes | None, content: bytes | bytearray) -> bytes | bytear
                     content = zlib.decompress(content)
                 except zlib.error:
                     content = zlib.decompress(content, -zlib.MAX_WBITS)
-            else:
-                raise httpx.RemoteProtocolError(f"unsupported Content-Encoding {coding!r}")
+            else:  # as httpx: a coding it cannot undo leaves the body as it came
+                return content
         except zlib.error as e:
             raise httpx.RemoteProtocolError(f"undecodable {name.decode()} body: {e}") from e
     return content

@@ -281,7 +281,7 @@ class DiffPage(msgspec.Struct, kw_only=True):
 _DIFF_PAGE = msgspec.json.Decoder(DiffPage)
 
 
-def decode_diff(body: bytes | bytearray) -> DiffResult:
+def decode_diff(body: bytes) -> DiffResult:
     """A diff response body as a `DiffResult`, records decoded in one pass; msgspec's
     errors (not JSON, wrong shape) propagate for the caller to report."""
     return DiffResult.from_page(_DIFF_PAGE.decode(body))
