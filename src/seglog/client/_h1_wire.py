@@ -2,10 +2,10 @@
 request head, and a response read incrementally from a buffer its caller fills.
 
 Why one reader for both: the sync path used `http.client`, whose header parsing goes
-through the `email` package and which costs ~250 µs of CPU per request here, against
-~30 µs for this reader (BENCHMARKS.md, "Issue 12, session of 2026-11-27 (stop 36)").
-Each path now only moves bytes: it appends what arrives to a `bytearray` and calls
-`AnswerReader.feed` until an `Answer` comes back.
+through the `email` package; with it a single-record `Client.append` cost ~300 µs of the
+client's CPU, with this reader and `WireResponse` ~160 µs (BENCHMARKS.md, "Issue 12,
+fourth session of 2026-11-27 (stop 36)"). Each path now only moves bytes: it appends
+what arrives to a `bytearray` and calls `AnswerReader.feed` until an `Answer` comes back.
 """
 
 from __future__ import annotations
