@@ -531,3 +531,25 @@ def test_a_large_body_grows_with_what_arrives() -> None:
         assert sizes == [len(big)]
     finally:
         pool.close()
+
+
+def test_a_large_body_that_stalls_is_a_read_timeout_and_the_socket_dropped() -> None:
+    release = threading.Event()
+
+    def serve(srv: socket.socket) -> None:
+        s, _ = srv.accept()
+        with s:
+            s.recv(65536)
+            head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % (2 * 1024 * 1024)
+            s.sendall(head + b"x" * (300 * 1024))  # then nothing more
+            release.wait(5)
+
+    url, _t = raw_server(serve)
+    pool = _h1.H1Pool(url, {})
+    try:
+        with pytest.raises(httpx.ReadTimeout):
+            pool.send("GET", "/", None, None, None, 0.3)
+        assert pool._idle == []  # a connection whose answer timed out is never reused
+    finally:
+        release.set()
+        pool.close()
