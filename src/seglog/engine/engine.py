@@ -15,7 +15,6 @@ commit (`seglog.engine.aio`) and call `write_publish`; `prepare_read` + `read(wa
 from __future__ import annotations
 
 import logging
-import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -34,6 +33,7 @@ from seglog.core.priority import effective_priority
 from seglog.engine import column_read, deletes, payloads, queues, retention, snapshots, writes
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
+from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
@@ -124,7 +124,7 @@ class Engine:
         self.replay_progress = 0.0
         self.last_snapshot_ms = 0
         self.wal_bytes_at_snapshot = 0
-        self.snapshot_lock = threading.Lock()
+        self.snapshot_lock = ShieldedLock()
         self.last_snapshot: SnapshotMark | None = None  # the newest snapshot on disk
         # sealed segments the kept snapshots reference (never unlinked while they do)
         self.snapshot_pins = SnapshotPins()

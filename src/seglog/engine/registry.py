@@ -10,15 +10,15 @@ acts on a topic re-checks `TopicState.deleted` under the topic's own lock.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 
+from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.topic import TopicState
 
 
 class Registry:
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self.lock = ShieldedLock(reentrant=True)
         self._by_name: dict[str, TopicState] = {}
         self._by_id: dict[int, TopicState] = {}
         # (membership version when the copy was taken, the names sorted)

@@ -14,12 +14,12 @@ topic that is itself some router's source; a recovered record counts as 0 hops.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from seglog.core.frame_bodies import RouterCreateBody
+from seglog.engine.interrupts import ShieldedLock
 from seglog.model import Selector
 from seglog.router_model import Guarantee, RouterInfo, RouterSpec
 
@@ -72,7 +72,7 @@ def create_body(spec: RouterSpec, cursor: int, dest_base: int) -> RouterCreateBo
 
 class RouterTable:
     def __init__(self) -> None:
-        self.lock = threading.RLock()
+        self.lock = ShieldedLock(reentrant=True)
         self._by_name: dict[str, Router] = {}
         # Endpoint indexes: every read asks which routers feed its topic. A router's
         # endpoints never change (re-pointing is refused), so they follow add/remove.

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import builtins
 import itertools
-import threading
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -40,6 +39,7 @@ from seglog.core.watermarks import (
     ttl_cut,
 )
 from seglog.engine.frozen_slots import Codes, FrozenSlots
+from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.slot_flags import SlotFlags
 from seglog.model import (
     Durability,
@@ -98,7 +98,7 @@ class TopicState:
     topic_id: int
     config: TopicConfig
     epoch: int = 1
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: ShieldedLock = field(default_factory=ShieldedLock)
     # slot index
     origin: int = 1
     front: int = 0
