@@ -55,21 +55,26 @@ def depth() -> int:
     return _Shield.depth if _get_ident() == _MAIN else 0
 
 
-def _enter() -> None:
-    """Main thread, before taking a lock. A signal that lands before the swap raises here,
-    with nothing guarded yet; one that lands after it is deferred."""
-    _Shield.depth += 1
-    if _Shield.depth == 1:
-        try:
-            handler = _getsignal(_SIGINT)
-            # `_deferring_handler` left in place (a signal landed just as the last section
-            # ended) is taken back the same way.
-            if handler is _DEFAULT or handler is _deferring_handler:
-                _setsignal(_SIGINT, _deferring_handler)
-                _Shield.swapped = True
-        except BaseException:
-            _leave()
-            raise
+def _enter() -> bool:
+    """Main thread, before taking a lock: whether this section is counted (shielded). The
+    outermost one is, while Python's default handler (or ours, left in place by a signal
+    that landed just as the last section ended) is installed; sections inside a counted
+    one always are. A signal that lands before the swap raises here, with nothing guarded
+    yet; one that lands after it is deferred."""
+    if _Shield.depth:
+        _Shield.depth += 1
+        return True
+    handler = _getsignal(_SIGINT)
+    if handler is not _DEFAULT and handler is not _deferring_handler:
+        return False  # a program's own handler, or the server's loop: not ours to hold
+    _Shield.depth = 1
+    try:
+        _setsignal(_SIGINT, _deferring_handler)
+        _Shield.swapped = True
+    except BaseException:
+        _leave()
+        raise
+    return True
 
 
 def _leave() -> None:
@@ -103,8 +108,7 @@ class ShieldedLock:
         return self._lock.locked()  # type: ignore[union-attr]
 
     def __enter__(self) -> bool:
-        if _get_ident() == _MAIN:
-            _enter()
+        if _get_ident() == _MAIN and _enter():
             try:
                 self._lock.acquire()
             except BaseException:
@@ -120,5 +124,5 @@ class ShieldedLock:
         tb: TracebackType | None,
     ) -> None:
         self._lock.release()
-        if _get_ident() == _MAIN:
+        if _Shield.depth and _get_ident() == _MAIN:
             _leave()
