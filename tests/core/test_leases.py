@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from seglog.core.frame_bodies import LEASE_CLAIMED
-from seglog.core.leases import Claimer, CountLive, LeaseBook, LeaseEvent, Live
+from seglog.core.leases import COMPACT_MIN, Claimer, CountLive, LeaseBook, LeaseEvent, Live
 
 NODES = ("a", "b", "c")
 Op = tuple[Any, ...]
@@ -72,8 +72,12 @@ def _expire(w: World, now: int) -> None:
             del w.holder[seq]
 
 
-def run(ops: list[Op], max_deliveries: int = 0) -> tuple[LeaseBook, World, int]:
-    book = LeaseBook()
+def run(
+    ops: list[Op], max_deliveries: int = 0, compact_min: int = COMPACT_MIN
+) -> tuple[LeaseBook, World, int]:
+    """`compact_min` 0: the deadline heap is compacted as soon as stale entries outnumber
+    the leases, so short runs go through the compaction too."""
+    book = LeaseBook(compact_min)
     w = World()
     now = 1_000
     lease_ms = 2
@@ -155,19 +159,25 @@ def run(ops: list[Op], max_deliveries: int = 0) -> tuple[LeaseBook, World, int]:
         for s, (n, lid, dl) in w.holder.items():
             lease = book.leases[s]
             assert (lease.node, lease.lease_id, lease.deadline) == (n, lid, dl)
+        assert book.deadline_entries() <= max(compact_min, 2 * len(book.leases)) + 1
     return book, w, now
 
 
-@given(st.lists(op, max_size=40), st.integers(0, 3))
-def test_one_holder_per_job_and_acked_jobs_never_return(ops: list[Op], md: int) -> None:
-    run(ops, md)
+compaction = st.sampled_from([0, COMPACT_MIN])
 
 
-@given(st.lists(op, max_size=40))
-def test_after_every_lease_and_delay_ran_out_every_live_unacked_job_is_claimable(
-    ops: list[Op],
+@given(st.lists(op, max_size=40), st.integers(0, 3), compaction)
+def test_one_holder_per_job_and_acked_jobs_never_return(
+    ops: list[Op], md: int, compact_min: int
 ) -> None:
-    book, w, now = run(ops)
+    run(ops, md, compact_min)
+
+
+@given(st.lists(op, max_size=40), compaction)
+def test_after_every_lease_and_delay_ran_out_every_live_unacked_job_is_claimable(
+    ops: list[Op], compact_min: int
+) -> None:
+    book, w, now = run(ops, compact_min=compact_min)
     now += 10  # past every deadline (lease 2..5 ms) and nack delay (≤ 3 ms)
     c = book.counts(now, sum(1 for s in range(1, w.head + 1) if w.live(s)), count_live(w.live))
     assert c.in_flight == 0
@@ -188,9 +198,9 @@ def test_counts_partition_the_live_jobs(ops: list[Op]) -> None:
     assert c.ready + c.in_flight + len(delayed) == len(live)
 
 
-@given(st.lists(op, max_size=40))
-def test_replaying_the_leases_log_rebuilds_the_leases(ops: list[Op]) -> None:
-    book, w, now = run(ops)
+@given(st.lists(op, max_size=40), compaction)
+def test_replaying_the_leases_log_rebuilds_the_leases(ops: list[Op], compact_min: int) -> None:
+    book, w, now = run(ops, compact_min=compact_min)
     fresh = LeaseBook()
     for ev in w.events:
         fresh.replay(ev)
@@ -205,6 +215,34 @@ def test_replaying_the_leases_log_rebuilds_the_leases(ops: list[Op]) -> None:
         [e.lease_id + 1 for e in w.events if e.event == LEASE_CLAIMED], default=1
     )
     assert fresh.delayed() == book.delayed()
+
+
+def test_settled_leases_do_not_pile_up_in_the_deadline_heap() -> None:
+    """A busy queue settles a lease window of claims (here 50,000 within one 30-s lease):
+    their heap entries go once they outnumber the leases, and expiry still works."""
+    book = LeaseBook()
+    now, head = 1_000, 50_000
+    for _ in range(head // 10):
+        now += 1
+        out = book.claim([Claimer("w", 10)], now, 30_000, head, lambda s: True)
+        assert len(out.grants) == 10
+        book.ack("w", [g.seq for g in out.grants], [g.lease_id for g in out.grants], now)
+        assert book.deadline_entries() <= COMPACT_MIN + 1
+    held = book.claim([Claimer("w", 3)], now, 5, head + 3, lambda s: True)
+    assert [g.seq for g in held.grants] == [head + 1, head + 2, head + 3]
+    assert book.sweep(now + 6) == [head + 1, head + 2, head + 3]  # expired, reclaimable
+    assert book.reclaimable() == [head + 1, head + 2, head + 3]
+
+
+def test_a_compacted_heap_keeps_every_live_lease_due() -> None:
+    book = LeaseBook(compact_min=0)
+    out = book.claim([Claimer("w", 10)], 1_000, 5, 11, lambda s: True)
+    acked = [g for g in out.grants if g.seq > 2]
+    book.ack("w", [g.seq for g in acked], [g.lease_id for g in acked], 1_000)
+    assert book.deadline_entries() == 10  # eight of them stale
+    book.claim([Claimer("w", 1)], 1_001, 5, 11, lambda s: True)  # seq 11: compacts first
+    assert book.deadline_entries() == 3
+    assert sorted(book.sweep(1_007)) == [1, 2, 11]
 
 
 def test_reclaimed_work_comes_before_fresh_work() -> None:

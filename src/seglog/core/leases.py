@@ -22,6 +22,8 @@ from seglog.core.frame_bodies import LEASE_ACKED, LEASE_CLAIMED, LEASE_EXTENDED,
 
 Live = Callable[[int], bool]
 CountLive = Callable[[Collection[int]], int]
+# The deadline heap is compacted only past this size (a rebuild costs one pass over the leases).
+COMPACT_MIN = 1024
 
 
 @dataclass(slots=True)
@@ -93,6 +95,7 @@ class LeaseBook:
 
     __slots__ = (
         "_by_conn",
+        "_compact_min",
         "_deadlines",
         "_delay_at",
         "_delayed",
@@ -106,7 +109,8 @@ class LeaseBook:
         "next_lease_id",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, compact_min: int = COMPACT_MIN) -> None:
+        self._compact_min = compact_min
         self.leases: dict[int, Lease] = {}
         self.deliveries: dict[int, int] = {}
         self.claim_cursor = 1
@@ -136,6 +140,10 @@ class LeaseBook:
         leased = count_live(self.leases.keys())
         delayed = count_live([s for s in self._delay_at if s not in self.leases])
         return Counts(max(live_count - leased - delayed, 0), leased)
+
+    def deadline_entries(self) -> int:
+        """Entries in the deadline heap, stale ones included (diagnostics, tests)."""
+        return len(self._deadlines)
 
     def reclaimable(self) -> list[int]:
         """The reclaim set, ascending (for tests and diagnostics)."""
@@ -315,7 +323,7 @@ class LeaseBook:
 
         def act(seq: int, lease: Lease) -> LeaseEvent:
             lease.deadline = deadline
-            heapq.heappush(self._deadlines, (deadline, seq, lease.lease_id))
+            self._push_deadline(deadline, seq, lease.lease_id)
             d = self.deliveries.get(seq, 0)
             return LeaseEvent(LEASE_EXTENDED, seq, lease.lease_id, deadline, d, node)
 
@@ -378,7 +386,7 @@ class LeaseBook:
             return
         if ev.event == LEASE_EXTENDED:
             lease.deadline = ev.deadline
-            heapq.heappush(self._deadlines, (ev.deadline, seq, lease.lease_id))
+            self._push_deadline(ev.deadline, seq, lease.lease_id)
         elif ev.event == LEASE_RELEASED:
             self._drop_lease(seq, lease)
             self._release(seq, ev.deadline)
@@ -389,9 +397,22 @@ class LeaseBook:
     # ---- internals ------------------------------------------------------------------------
     def _set_lease(self, seq: int, lease: Lease) -> None:
         self.leases[seq] = lease
-        heapq.heappush(self._deadlines, (lease.deadline, seq, lease.lease_id))
+        self._push_deadline(lease.deadline, seq, lease.lease_id)
         if lease.conn:
             self._by_conn.setdefault(lease.conn, set()).add(seq)
+
+    def _push_deadline(self, deadline: int, seq: int, lease_id: int) -> None:
+        """A deadline into the heap. Entries of settled or extended leases stay in it until
+        their deadline passes (a lease window of claims, tens of thousands on a busy queue):
+        once they outnumber the live leases, the heap is rebuilt from those, so it holds at
+        most about twice the leases and each stale entry is dropped once, in a batch."""
+        dl = self._deadlines
+        if len(dl) >= self._compact_min and len(dl) > 2 * len(self.leases):
+            # `seq`'s own entry is the one pushed below (its lease may be in already)
+            dl = [(x.deadline, s, x.lease_id) for s, x in self.leases.items() if s != seq]
+            heapq.heapify(dl)
+            self._deadlines = dl
+        heapq.heappush(dl, (deadline, seq, lease_id))
 
     def _drop_lease(self, seq: int, lease: Lease) -> None:
         del self.leases[seq]
