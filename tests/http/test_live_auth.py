@@ -308,9 +308,53 @@ def test_list_filtered_to_allowlist(c: httpx.Client) -> None:
     assert body["topics"] == []
 
 
+def test_a_prefix_key_lists_and_touches_only_its_names(c: httpx.Client) -> None:
+    """No `next_cursor` when nothing more the key may see follows (never an empty page at
+    the end), and `touch=true` leaves the names it may not see alone (API §0.9, §1.3)."""
+    tag = uuid.uuid4().hex[:8]
+    mine, hidden = [f"tenant1.{tag}{k}" for k in "ab"], f"tenant1{tag}z"  # "." sorts first
+    for n in [*mine, hidden]:
+        create(c, n)
+    before = ok(c.get(f"/v0/topics/{hidden}", params={"touch": "false"}, headers=FULL))
+    listed: list[str] = []
+    params = {"prefix": "tenant1", "page_size": 2, "touch": "true"}
+    for _ in range(1000):
+        body = ok(c.get("/v0/topics", params=params, headers=TENANT))
+        assert body["topics"], f"an empty page after {listed}"
+        listed += [r["topic"] for r in body["topics"]]
+        if "next_cursor" not in body:
+            break
+        params["cursor"] = body["next_cursor"]
+    assert set(mine) <= set(listed) and hidden not in listed
+    after = ok(c.get(f"/v0/topics/{hidden}", params={"touch": "false"}, headers=FULL))
+    assert after["last_read_ts"] == before["last_read_ts"]
+    assert after["effective_priority"] == before["effective_priority"]
+
+
 def test_other_method_under_topic_needs_write_scope(c: httpx.Client) -> None:
     error_of(c.patch("/v0/topics/anything", headers=RONLY), 403, "forbidden")
     error_of(c.get("/v0/topics/outside/diff", headers=TENANT), 403, "forbidden")
+    # API §1.3/§12: any method, even one no route lists, is a write under a topic
+    for method in ("TRACE", "PROPFIND", "FOO"):
+        for path in ("/v0/topics/anything", "/v0/topics/anything/diff", "/v0/topics/x/work"):
+            error_of(c.request(method, path, headers=RONLY), 403, "forbidden")
+            error_of(c.request(method, path, headers=FULL), 405, "method_not_allowed")
+        error_of(c.request(method, "/v0/topics/outside", headers=TENANT), 403, "forbidden")
+
+
+def test_a_config_on_a_write_that_would_not_create_needs_no_admin(c: httpx.Client) -> None:
+    """API §1.3: only a write that would create its topic needs admin for a body config;
+    one with `create: false` (or a config with `auto_create: false`) to a missing topic is
+    a plain `404`."""
+    t = uniq("nx")
+    for body in (
+        {"records": data_records(1), "config": {}, "create": False},
+        {"records": data_records(1), "config": {"auto_create": False}},
+    ):
+        error_of(c.post(f"/v0/topics/{t}", json=body, headers=WONLY), 404, "topic_not_found")
+    r = c.post(f"/v0/topics/{t}", json={"records": data_records(1), "config": {}}, headers=WONLY)
+    error_of(r, 403, "forbidden")
+    error_of(c.get(f"/v0/topics/{t}", headers=FULL), 404, "topic_not_found")
 
 
 def test_watch_stream_get_is_exempt_from_authentication(c: httpx.Client) -> None:

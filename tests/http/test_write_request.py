@@ -110,9 +110,13 @@ def test_idempotency_key_limit() -> None:
         code_of(parse_write, w({"data": 1}, idempotency_key="k" * 257)) is ErrorCode.INVALID_REQUEST
     )
     assert check_idempotency_key(None) is None
-    assert check_idempotency_key("") is None
-    assert check_idempotency_key("h" * 256) == "h" * 256
-    assert code_of(check_idempotency_key, "h" * 257) is ErrorCode.INVALID_REQUEST
+    assert check_idempotency_key(b"") is None
+    assert check_idempotency_key(b"h" * 256) == "h" * 256
+    assert code_of(check_idempotency_key, b"h" * 257) is ErrorCode.INVALID_REQUEST
+    # UTF-8, as the body's key: 128 two-byte characters are 256 bytes, one more is over
+    assert check_idempotency_key(("é" * 128).encode()) == "é" * 128
+    assert code_of(check_idempotency_key, ("é" * 129).encode()) is ErrorCode.INVALID_REQUEST
+    assert code_of(check_idempotency_key, b"\xff") is ErrorCode.INVALID_REQUEST
 
 
 def test_record_node_overrides_batch_node() -> None:

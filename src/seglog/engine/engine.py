@@ -544,11 +544,17 @@ class Engine:
             return self._info(t, now)
 
     def list_topics(
-        self, prefix: str = "", after: str | None = None, limit: int = 100, touch: bool = False
+        self,
+        prefix: str = "",
+        after: str | None = None,
+        limit: int = 100,
+        touch: bool = False,
+        allow: Callable[[str], bool] | None = None,
     ) -> tuple[list[TopicInfo], bool]:
-        """A page of topics sorted by name (byte order), strictly after `after`."""
+        """A page of topics sorted by name (byte order), strictly after `after`; with
+        `allow`, only the names it accepts (the others are neither listed nor touched)."""
         while True:
-            page, more = self.topic_page(prefix, after, limit)
+            page, more = self.topic_page(prefix, after, limit, allow)
             for name in page:
                 t = self.topics.get(name)
                 if t is None:
@@ -560,24 +566,29 @@ class Engine:
                 return infos, more
             after = page[-1]  # the page's topics were all dropped meanwhile: the next page
 
-    def topic_page(self, prefix: str, after: str | None, limit: int) -> tuple[list[str], bool]:
-        """The names of `list_topics`' page, and whether more follow (never an empty page
-        with more to come); takes no lock."""
+    def topic_page(
+        self,
+        prefix: str,
+        after: str | None,
+        limit: int,
+        allow: Callable[[str], bool] | None = None,
+    ) -> tuple[list[str], bool]:
+        """The names of `list_topics`' page, and whether another name it would list
+        follows (so never an empty page with more to come); takes no lock."""
         names = self.registry.sorted_names()
         lo = bisect_right(names, after) if after is not None else 0
         if prefix:
             lo = max(lo, bisect_left(names, prefix))
         out: list[str] = []
-        i = lo
-        while i < len(names) and len(out) < limit:
+        for i in range(lo, len(names)):
             name = names[i]
-            i += 1
             if prefix and not name.startswith(prefix):
                 break
-            if name in self.topics:
+            if name in self.topics and (allow is None or allow(name)):
+                if len(out) == limit:
+                    return out, True
                 out.append(name)
-        more = i < len(names) and (not prefix or names[i].startswith(prefix))
-        return out, more
+        return out, False
 
     def topic_infos(self, names: Sequence[str], touch: bool) -> list[TopicInfo]:
         """`list_topics`' entries for `names` without router drains or retention passes,

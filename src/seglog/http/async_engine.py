@@ -105,15 +105,20 @@ class AsyncEngine:
         return e.topic_info(name, touch)
 
     async def list_topics(
-        self, prefix: str, after: str | None, limit: int, touch: bool
+        self,
+        prefix: str,
+        after: str | None,
+        limit: int,
+        touch: bool,
+        allow: Callable[[str], bool] | None = None,
     ) -> tuple[list[TopicInfo], bool]:
-        """A page of topics, each as `get_topic` gives it; in a worker thread only when
-        there is forwarding into one of them to do."""
+        """A page of topics, each as `get_topic` gives it (only those `allow` accepts);
+        in a worker thread only when there is forwarding into one of them to do."""
         e = self.engine
         while True:
-            page, more = e.topic_page(prefix, after, limit)
+            page, more = e.topic_page(prefix, after, limit, allow)
             if any(e.routers_pending_into(name) for name in page):
-                return await blocking(e.list_topics, prefix, after, limit, touch)
+                return await blocking(e.list_topics, prefix, after, limit, touch, allow)
             for name in page:
                 try:
                     evict = e.prepare_read(name)

@@ -44,12 +44,25 @@ def compact_json(value: Any, field: str) -> bytes:
         raise malformed(f"{field} cannot be encoded as JSON: {e}") from None
 
 
+U32_MAX = 2**32 - 1
+
+
 def u64_field(obj: dict[str, Any], key: str, default: int) -> int:
     if key not in obj:
         return default
     v = obj[key]
     if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= U64_MAX:
         raise malformed(f"{key} must be an unsigned integer")
+    return v
+
+
+def u32_field(obj: dict[str, Any], key: str, default: int) -> int:
+    """An API `u32` field: out of `[0, 2**32-1]` is a type error (API §0.2), not a clamp."""
+    if key not in obj:
+        return default
+    v = obj[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= U32_MAX:
+        raise malformed(f"{key} must be an unsigned 32-bit integer")
     return v
 
 

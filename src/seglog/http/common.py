@@ -129,8 +129,9 @@ def _too_large(limit: int) -> SeglogError:
 
 
 def json_body(request: Request, raw: bytes, *, empty_ok: bool = False) -> Any:
-    """Content-type check then parse (API §0.2); `empty_ok` routes treat no body as `{}`."""
-    if empty_ok and not raw.strip():
+    """Content-type check then parse (API §0.2); `empty_ok` routes treat an empty body (no
+    bytes at all: whitespace is a body, checked and parsed) as `{}`."""
+    if empty_ok and not raw:
         return {}
     if not is_json_content_type(header(request, b"content-type")):
         raise SeglogError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "request body must be application/json")
@@ -159,6 +160,14 @@ _JSON_TYPE = (b"content-type", b"application/json")
 
 def json_response(body: bytes, status: int = 200) -> Response:
     return JsonBytesResponse(body, status)
+
+
+def raw_header(request: Request, name: bytes) -> bytes | None:
+    """The first `name` field (lower case) of the request, its bytes as sent."""
+    for key, value in request.scope["headers"]:
+        if key == name:
+            return value  # type: ignore[no-any-return]
+    return None
 
 
 def header(request: Request, name: bytes) -> str | None:

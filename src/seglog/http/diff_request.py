@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from seglog.http.body_fields import bool_field, json_object, malformed, u64_field
+from seglog.http.body_fields import bool_field, json_object, malformed, u32_field, u64_field
 from seglog.model import DEFAULT_BATCH_BYTES, DEFAULT_DIFF_LIMIT, MAX_BATCH_BYTES, MAX_DIFF_LIMIT
 
 MAX_WAIT_MS = 30_000
@@ -42,7 +42,7 @@ def parse_diff(obj: Any, columnar: bool = False) -> DiffRequest:
     """The request with defaults and clamps applied; `columnar` clamps to the Arrow form's
     larger page bounds (the defaults are the same)."""
     body = json_object(obj)
-    limit = u64_field(body, "limit", 0)
+    limit = u32_field(body, "limit", 0)
     batch = u64_field(body, "max_batch_bytes", 0)
     max_limit = MAX_ARROW_DIFF_LIMIT if columnar else MAX_DIFF_LIMIT
     max_batch = MAX_ARROW_BATCH_BYTES if columnar else MAX_BATCH_BYTES
@@ -52,6 +52,6 @@ def parse_diff(obj: Any, columnar: bool = False) -> DiffRequest:
         nodes=parse_nodes(body["node"]) if "node" in body else (),
         include_tags=bool_field(body, "include_tags", False),
         include_meta=bool_field(body, "include_meta", True),
-        wait_ms=min(u64_field(body, "wait_ms", 0), MAX_WAIT_MS),
+        wait_ms=min(u32_field(body, "wait_ms", 0), MAX_WAIT_MS),
         max_batch_bytes=min(batch, max_batch) if batch else DEFAULT_BATCH_BYTES,
     )

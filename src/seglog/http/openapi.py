@@ -47,7 +47,8 @@ def is_catch_all(route_path: str) -> bool:
 
 def served_methods(routes: Sequence[BaseRoute]) -> dict[str, frozenset[str] | None]:
     """Documented path → the methods its routes fix, or None when a handler dispatches on
-    the method itself (mounted with `ANY_METHOD`). A WebSocket route serves `get`."""
+    the method itself (mounted with `ANY_METHOD`, or with no method check at all). A
+    WebSocket route serves `get`."""
     out: dict[str, frozenset[str] | None] = {}
     for route in routes:
         methods: frozenset[str] | None
@@ -55,10 +56,11 @@ def served_methods(routes: Sequence[BaseRoute]) -> dict[str, frozenset[str] | No
             path, methods = route.path, frozenset({"get"})
         elif isinstance(route, Route):
             path = route.path
-            given = {m.lower() for m in route.methods or ()}
-            methods = (
-                None if given == {m.lower() for m in ANY_METHOD} else frozenset(given - {"head"})
-            )
+            given = None if route.methods is None else {m.lower() for m in route.methods}
+            if given is None or given == {m.lower() for m in ANY_METHOD}:
+                methods = None
+            else:
+                methods = frozenset(given - {"head"})
         else:
             raise DocumentDrift(f"cannot document a {type(route).__name__}")
         if is_catch_all(path):

@@ -8,13 +8,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from seglog.errors import ErrorCode, SeglogError, invalid
-from seglog.http.body_fields import json_object, malformed, u64_field, utf8_len
+from seglog.http.body_fields import json_object, malformed, u32_field, u64_field, utf8_len
 from seglog.model import clamp_lease
 
 MAX_CLAIM = 1000
 MAX_SETTLE = 1000
 MAX_NODE_BYTES = 128
-U32_MAX = 2**32 - 1
 DELAY_MS_MAX = 86_400_000
 LEASE_PREFIX = "lease_"
 _LEASE_ID = re.compile(LEASE_PREFIX + "([0-9a-f]+)")  # ASCII only: ranges are code points
@@ -65,9 +64,7 @@ def _node_field(body: dict[str, Any]) -> str:
 def parse_claim(obj: Any) -> ClaimRequest:
     body = json_object(obj)
     node = _node_field(body)
-    n = u64_field(body, "max", 1)
-    if n > U32_MAX:
-        raise malformed("max must be an unsigned 32-bit integer")
+    n = u32_field(body, "max", 1)
     lease = clamp_lease(u64_field(body, "lease_ms", 0)) if "lease_ms" in body else None
     return ClaimRequest(node, min(max(n, 1), MAX_CLAIM), lease)
 

@@ -62,10 +62,12 @@ def job_object(job: Job) -> JobWire:
     return d
 
 
-async def _body(request: Request) -> Any:
+async def _body(request: Request, required: bool = False) -> Any:
+    """API §0.2: a claim's empty body is `400` before the content-type check; any other
+    body (ack, nack, extend; an empty one too) is checked and parsed as JSON."""
     st = server_state(request)
     raw = await read_body(request, st.settings.max_body_bytes)
-    if not raw.strip():
+    if required and not raw:
         raise invalid("request body is required")
     return json_body(request, raw)
 
@@ -76,7 +78,7 @@ async def claim(request: Request) -> Response:
     t0 = started()
     name = request.path_params["topic"]
     require(request, (Scope.READ, Scope.WRITE), name)
-    req = parse_claim(await _body(request))
+    req = parse_claim(await _body(request, required=True))
     db = server_state(request).db
     db.queue_topic(name)  # 404, then 409, before the node checks (API §9.1)
     node = check_node(req.node)

@@ -3,8 +3,10 @@
 One table serves three readers: `app.build_app` mounts it, `openapi.build_document`
 documents it (the `/v0/openapi.json` endpoint is passed in, since the document describes
 the table that serves it), and `direct_endpoint` matches its data-plane part
-(`TOPIC_DATA_PLANE`) for the guard, which dispatches those requests itself. Routes whose methods are `ANY_METHOD` dispatch on the method in
-their handler, which answers any other method `405` after the scope check (API §1.3).
+(`TOPIC_DATA_PLANE`) for the guard, which dispatches those requests itself. Routes whose
+methods are `ANY_METHOD` dispatch on the method in their handler, which answers any other
+method `405` after the scope check; those under a topic (`under_topic`) take every method
+there, as API §1.3 scopes "any other method ... under /v0/topics/:topic" as a write.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ TOPIC_DATA_PLANE: dict[str, Endpoint] = {
 _TOPICS = "/v0/topics/"
 
 
+def under_topic(path: str, endpoint: Endpoint) -> Route:
+    """A route under `/v0/topics/{topic}` whose handler takes every method (even one
+    Starlette does not list), so that an unknown one is `403` without write scope on the
+    topic and `405` with it (API §1.3, §12), never a `405` before the scope check."""
+    route = Route(path, endpoint, methods=ANY_METHOD)
+    route.methods = None  # Starlette: no method check, every method matches fully
+    return route
+
+
 def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseRoute]:
     return [
         Route("/v0/health", health.health, methods=["GET"]),
@@ -46,11 +57,11 @@ def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseR
         Route("/v0/openapi.json", openapi, methods=["GET"]),
         Route("/v0/topics", topics.list_topics, methods=["GET"]),
         *(
-            Route(f"/v0/topics/{{topic}}{'/' + sub if sub else ''}", endpoint, methods=ANY_METHOD)
+            under_topic(f"/v0/topics/{{topic}}{'/' + sub if sub else ''}", endpoint)
             for sub, endpoint in TOPIC_DATA_PLANE.items()
         ),
-        Route("/v0/topics/{topic}/work", work_stream.open_work, methods=ANY_METHOD),
-        Route("/v0/topics/{topic}/{rest:path}", topics.other_subpath, methods=ANY_METHOD),
+        under_topic("/v0/topics/{topic}/work", work_stream.open_work),
+        under_topic("/v0/topics/{topic}/{rest:path}", topics.other_subpath),
         Route("/v0/routers", routers.list_routers, methods=["GET"]),
         Route("/v0/routers/{router}", routers.router_root, methods=ANY_METHOD),
         Route("/v0/watch", watch.create, methods=ANY_METHOD),
@@ -64,9 +75,9 @@ def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseR
 
 def direct_endpoint(method: str, path: str) -> tuple[Endpoint, str] | None:
     """The handler and topic name of a data-plane request, matched exactly as the route
-    table would match it (`{topic}` is one non-empty segment; `ANY_METHOD` only), or `None`
-    for anything else, which goes through Starlette's router."""
-    if not path.startswith(_TOPICS) or method not in ANY_METHOD:
+    table would match it (`{topic}` is one non-empty segment, any method), or `None` for
+    anything else, which goes through Starlette's router."""
+    if not path.startswith(_TOPICS):
         return None
     name, sep, sub = path[len(_TOPICS) :].partition("/")
     if not name or (sep and not sub):

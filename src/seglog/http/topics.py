@@ -16,6 +16,7 @@ from seglog.http.common import (
     json_body,
     json_response,
     query_value,
+    raw_header,
     read_body,
     require,
     started,
@@ -114,13 +115,14 @@ async def append(request: Request) -> Response:
     st.check_write_pressure()
     key = req.idempotency_key
     if key is None:
-        sent = header(request, b"idempotency-key")
-        if sent is not None:
-            key = check_idempotency_key(sent)
+        key = check_idempotency_key(raw_header(request, b"idempotency-key"))
     config = None
     if req.config is not None:
         config = parse_config(req.config)
-        if not p.has(Scope.ADMIN) and not st.db.exists(name):
+        creates = req.create if req.create is not None else config.auto_create
+        # API §1.3: only a write that would create the topic needs admin for its config
+        # (one that would not is a plain write: 404 if the topic is missing).
+        if creates and not p.has(Scope.ADMIN) and not st.db.exists(name):
             raise SeglogError(
                 ErrorCode.FORBIDDEN,
                 "creating a topic with a config needs the admin scope",
@@ -147,11 +149,13 @@ async def list_topics(request: Request) -> Response:
     more = True
     last: str | None = after
     while len(rows) < page_size and more:
-        page, more = await db.list_topics(prefix, last, page_size - len(rows), touch)
+        # API §1.3: a key limited to prefixes sees (and touches) only names it may read
+        allow = p.allows if p.prefixes else None
+        page, more = await db.list_topics(prefix, last, page_size - len(rows), touch, allow)
         if not page:
             break
         last = page[-1].topic
-        rows.extend(topic_summary(info) for info in page if p.allows(info.topic))
+        rows.extend(topic_summary(info) for info in page)
     body: TopicList
     perf: Performance = {"server_total_ms": elapsed_ms(t0)}
     if more and last is not None:

@@ -21,7 +21,6 @@ from seglog.http.body_fields import (
     json_object,
     malformed,
     optional_str_field,
-    utf8_len,
 )
 from seglog.model import (
     MAX_IDEMPOTENCY_KEY_BYTES,
@@ -50,16 +49,22 @@ class WriteRequest:
     disable_backpressure: bool = False
 
 
-def check_idempotency_key(value: str | None) -> str | None:
-    """An `Idempotency-Key` header value: empty ⇒ None, > 256 bytes ⇒ invalid_request."""
-    if value is None or value == "":
+def check_idempotency_key(value: bytes | None) -> str | None:
+    """An `Idempotency-Key` header value, its bytes read as UTF-8 (as the same key in the
+    body is, so both forms dedupe together): empty ⇒ None; not UTF-8 or > 256 bytes ⇒
+    invalid_request."""
+    if not value:
         return None
-    if utf8_len(value, "Idempotency-Key") > MAX_IDEMPOTENCY_KEY_BYTES:
+    try:
+        key = value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise invalid("Idempotency-Key is not valid UTF-8", {"field": "Idempotency-Key"}) from None
+    if len(value) > MAX_IDEMPOTENCY_KEY_BYTES:
         raise invalid(
             f"idempotency key exceeds {MAX_IDEMPOTENCY_KEY_BYTES} bytes",
             {"field": "Idempotency-Key", "max": MAX_IDEMPOTENCY_KEY_BYTES},
         )
-    return value
+    return key
 
 
 def parse_write(obj: Any) -> WriteRequest:
