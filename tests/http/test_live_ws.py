@@ -464,3 +464,24 @@ async def test_a_busy_stream_stays_in_order(server: ServerProcess, topic: str) -
                 assert m["head_seq"] == cursor, "caught_up before the record it follows"
             last_op = m["op"]
         assert seqs == list(range(2, head + 1))
+
+
+@pytest.mark.parametrize("literal", ["123456789012345678901234567890", "-99999999999999999999"])
+async def test_publish_refuses_an_integer_outside_64_bits(
+    server: ServerProcess, topic: str, literal: str
+) -> None:
+    """As over HTTP (API §0.4: data comes back equal to what was written): a literal orjson
+    would read as a float is `invalid_request`, and nothing is appended."""
+    async with connect(ws_url(server)) as ws:
+        cmd = {"op": "publish", "request_id": "big", "topic": topic, "records": [{"data": 0}]}
+        text = orjson.dumps(cmd).decode().replace('"data":0', f'"data":{{"id":{literal}}}')
+        await ws.send(text)
+        got = await reply(ws, "big")
+        assert got["op"] == "error" and got["code"] == "invalid_request", got
+        await send(
+            ws,
+            {"op": "publish", "request_id": "ok", "topic": topic, "records": [{"data": 2**64 - 1}]},
+        )
+        assert (await reply(ws, "ok"))["op"] == "ack"
+    r = httpx.post(f"{server.url}/v0/topics/{topic}/diff", json={}, timeout=TIMEOUT)
+    assert [x["data"] for x in r.json()["records"]] == [2**64 - 1]

@@ -70,7 +70,13 @@ def parse_json_body(raw: bytes | bytearray | memoryview) -> Any:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
         raise invalid(f"malformed JSON body: {e}") from None
-    data = bytes(raw)
+    check_integers(bytes(raw))
+    return obj
+
+
+def check_integers(data: bytes) -> None:
+    """`invalid_request` if the valid JSON document `data` has an integer literal outside
+    the 64-bit range (which orjson parsed as a float)."""
     if _LONG_DIGIT_RUN in data.translate(_DIGITS_TO_NUL):
         bad = out_of_range_integer(data)
         if bad is not None:
@@ -79,4 +85,3 @@ def parse_json_body(raw: bytes | bytearray | memoryview) -> Any:
                 f"malformed JSON body: integer {shown} is outside the 64-bit range; integers "
                 "must fit in 64 bits (send larger numbers as strings)"
             )
-    return obj

@@ -31,6 +31,7 @@ from starlette.websockets import WebSocket
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.app_state import RAW_SEND, ServerState
 from seglog.http.auth import Principal, Scope
+from seglog.http.json_body import check_integers
 from seglog.http.live_fanout import Signal
 from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch
@@ -176,6 +177,7 @@ class WsSession:
             try:
                 if not isinstance(cmd, dict):
                     raise SeglogError(ErrorCode.INVALID_REQUEST, "a command is a JSON object")
+                check_integers(text.encode())  # as over HTTP: never a float in their place
                 await self._put(await self._command(cmd, rid))
             except SeglogError as e:
                 await self._put(error_message(rid, e))
