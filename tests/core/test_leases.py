@@ -285,6 +285,16 @@ def test_max_deliveries_diverts_instead_of_leasing() -> None:
     assert out.grants == [] and out.dead == [1] and book.dead_lettered == 1
     book.undo_dead_letter([1])
     assert book.dead_lettered == 0 and book.reclaimable() == [1]
+    # the failed divert keeps the count (SEMANTICS §10.1): the job is diverted again, never
+    # leased once more as if it had been delivered fewer times
+    for t in (30, 40):
+        out = book.claim([Claimer("a", 1)], t, 5, 1, live, max_deliveries=2, dead_letter=True)
+        assert out.grants == [] and out.dead == [1], out
+        book.undo_dead_letter([1])
+    out = book.claim([Claimer("a", 1)], 50, 5, 1, live, max_deliveries=2, dead_letter=True)
+    assert out.dead == [1]
+    book.diverted([1])
+    assert 1 not in book.deliveries
 
 
 def test_cohort_shares_jobs_evenly() -> None:

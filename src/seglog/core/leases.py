@@ -202,7 +202,8 @@ class LeaseBook:
                 break
             d = self.deliveries.get(seq, 0) + 1
             if dead_letter and max_deliveries > 0 and d > max_deliveries:
-                self.deliveries.pop(seq, None)
+                # its count stays until the copy lands (`diverted`): if the append fails,
+                # every later pass tries the dead letter again (SEMANTICS §10.1, §10.6)
                 self.dead_lettered += 1
                 self._diverting.add(seq)
                 out.dead.append(seq)
@@ -246,10 +247,13 @@ class LeaseBook:
     def diverted(self, seqs: Sequence[int]) -> None:
         """The dead-letter copies of `seqs` were written and the jobs deleted."""
         self._diverting.difference_update(seqs)
+        for seq in seqs:
+            self.deliveries.pop(seq, None)
 
     def undo_dead_letter(self, seqs: Sequence[int]) -> None:
-        """The dead-letter append failed: the jobs are due again and the counter rolls
-        back (at-least-once, SEMANTICS §10.6)."""
+        """The dead-letter append failed: the jobs are due again, the dead-letter counter
+        rolls back, and their delivery counts stand, so the next pass diverts them again
+        (at-least-once, SEMANTICS §10.6)."""
         self.dead_lettered -= len(seqs)
         self._diverting.difference_update(seqs)
         for seq in seqs:
