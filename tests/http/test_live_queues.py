@@ -442,3 +442,21 @@ def test_work_stream_says_goodbye_on_shutdown(make_server: ServerFactory) -> Non
     }
     assert conn.next_frame() is None
     assert srv.stop() == 0
+
+
+def test_an_fsync_queue_ack_reports_its_fsync(
+    client: httpx.Client, tname: Callable[..., str]
+) -> None:
+    """API §0.7/§9.2: `fsync_ms` on an ack when it waited for one (> 0), absent otherwise."""
+    for durability, reported in (("fsync", True), ("disk", False)):
+        q = tname(durability)
+        queue(client, q, durability=durability)
+        write(client, q, data_records(1, 2))
+        jobs = claim(client, q, max=2)["claimed"]
+        r = client.post(
+            f"/v0/topics/{q}/ack", json={"node": "w1", "seqs": [j["$seq"] for j in jobs]}
+        )
+        perf = ok(r)["performance"]
+        assert ("fsync_ms" in perf) is reported, perf
+        if reported:
+            assert perf["fsync_ms"] > 0

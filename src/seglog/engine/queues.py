@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import orjson
@@ -37,6 +37,7 @@ from seglog.engine.topic import PLACEHOLDER, Missing, TopicState
 from seglog.errors import ErrorCode, SeglogError, topic_not_found
 from seglog.model import (
     DeleteResult,
+    Durability,
     QueueCounts,
     Record,
     RecordIn,
@@ -118,6 +119,7 @@ class SettleResult:
     in_flight: int
     deadlines: dict[int, int]
     conns: set[int]  # the `/work` connections that held the settled leases
+    fsync_ms: float = 0.0  # an `fsync` topic's ack: the fsync its delete waited for
 
 
 def book_of(t: TopicState) -> LeaseBook:
@@ -299,7 +301,10 @@ class Queues:
             with a.topic.lock:
                 book_of(a.topic).requeue(a.done)  # not deleted: claimable again
             raise op.error
-        return self._settled(a.topic, a.done, a.skipped, a.now, {}, a.conns)
+        res = self._settled(a.topic, a.done, a.skipped, a.now, {}, a.conns)
+        if op is not None and a.topic.config.durability is Durability.FSYNC:
+            res = replace(res, fsync_ms=op.commit.fsync_ms)
+        return res
 
     def nack(
         self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int], delay_ms: int

@@ -29,6 +29,7 @@ from seglog.http.wire_types import (
     ClaimResponse,
     ExtendResponse,
     NackResponse,
+    Performance,
 )
 from seglog.http.wire_types import Job as JobWire
 
@@ -121,13 +122,16 @@ async def ack(request: Request) -> Response:
     if request.method != "POST":
         return method_not_allowed(request)
     res, t0 = await _settle(request, "ack")
+    perf: Performance = {"server_total_ms": elapsed_ms(t0)}
+    if res.fsync_ms > 0:  # API §9.2: only when > 0
+        perf["fsync_ms"] = res.fsync_ms
     body: AckResponse = {
         "topic": res.topic,
         "acked": len(res.done),
         "skipped": res.skipped,
         "ready": res.ready,
         "in_flight": res.in_flight,
-        "performance": {"server_total_ms": elapsed_ms(t0)},
+        "performance": perf,
     }
     return json_response(orjson.dumps(body))
 
