@@ -12,6 +12,7 @@ at the exact point, with Python's default handler installed for the test."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -19,10 +20,11 @@ from typing import Any
 
 import pytest
 
-from seglog.engine import interrupts
+from seglog.core.leases import Claimer, LeaseBook
+from seglog.engine import interrupts, snapshots
 from seglog.engine.engine import Engine
 from seglog.engine.topic import TopicState
-from seglog.model import Durability, TopicConfig
+from seglog.model import Durability, RecordIn, TopicConfig, TopicType
 from tests.engine.oracle import IMAGES, ImageKind, open_engine, read_all
 from tests.engine.test_regressions import crash_and_recover, data_of, rec
 from tests.support.faultfs import FaultFs
@@ -43,17 +45,20 @@ def default_sigint() -> Iterator[None]:
 
 
 class Once:
-    """Raises SIGINT in this thread the first time it is called while armed."""
+    """Raises SIGINT in this thread (`times` in a row) the first time it is called while
+    armed."""
 
-    def __init__(self) -> None:
+    def __init__(self, times: int = 1) -> None:
         self.armed = False
         self.fired = 0
+        self.times = times
 
     def __call__(self) -> None:
         if self.armed:
             self.armed = False
             self.fired += 1
-            signal.raise_signal(signal.SIGINT)
+            for _ in range(self.times):
+                signal.raise_signal(signal.SIGINT)
 
 
 def _interrupt_after(fn: Callable[..., Any], once: Once) -> Callable[..., Any]:
@@ -214,3 +219,141 @@ def test_other_threads_are_not_shielded() -> None:
     th.start()
     th.join(10)
     assert seen == [0]
+
+
+def test_a_second_sigint_while_the_handler_goes_back_raises_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One lands in the outermost section, another while its end puts the default handler
+    back: one KeyboardInterrupt there, and nothing left over for the next section."""
+    setsignal = interrupts._setsignal
+
+    def again_while_restoring(signum: int, handler: Any) -> Any:
+        if handler is signal.default_int_handler:
+            signal.raise_signal(signal.SIGINT)  # pending, run as the call below starts
+        return setsignal(signum, handler)
+
+    monkeypatch.setattr(interrupts, "_setsignal", again_while_restoring)
+    lock = interrupts.ShieldedLock()
+    with pytest.raises(KeyboardInterrupt), lock:
+        signal.raise_signal(signal.SIGINT)
+    monkeypatch.setattr(interrupts, "_setsignal", setsignal)
+    try:
+        with lock:
+            pass  # no Ctrl-C this time: nothing is raised
+    except KeyboardInterrupt:
+        pytest.fail("a section without a Ctrl-C raised one left over from before")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def _queue(durable_leases: bool = False, **kw: Any) -> TopicConfig:
+    return TopicConfig(
+        type=TopicType.QUEUE,
+        durability=Durability.FSYNC,
+        leases_durable=durable_leases,
+        lease_ms=600_000,
+        **kw,
+    )
+
+
+def _claimed(e: Engine, node: str, n: int = 10) -> list[int]:
+    return [j.record.seq for j in e.queues.claim("q", [Claimer(node, n)], None).jobs[0]]
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_interrupted_snapshot_keeps_durable_leases(
+    engines: list[tuple[Engine, FaultFs]], kind: ImageKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A snapshot drops the WAL that held the Lease frames; the leases are logged again in
+    the same section, so a Ctrl-C held to its end cannot fall in between."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    engines.append((e, fs))
+    e.put_topic("q", _queue(durable_leases=True))
+    e.write("q", [RecordIn.of({"job": 1})])
+    assert _claimed(e, "w1") == [1]
+    once = Once()
+    monkeypatch.setattr(snapshots, "take", _interrupt_after(snapshots.take, once))
+    once.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        e.snapshot()
+    assert once.fired == 1
+    # Lease frames are best effort (STORAGE §3.3): an fsync write behind them on the same
+    # shard makes them durable before the crash
+    e.write("q", [RecordIn.of({"job": 2})])
+    e2, _ = crash_and_recover(e, fs, kind, engines)
+    assert _claimed(e2, "w2") == [2], "the durable lease of w1 was lost"
+
+
+def test_interrupted_ack_leaves_the_job_claimable(
+    engines: list[tuple[Engine, FaultFs]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ack's leases go under the topic lock and its delete after it: a Ctrl-C held to
+    the end of that section makes the jobs claimable again, never stranded."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    engines.append((e, fs))
+    e.put_topic("q", _queue())
+    e.write("q", [RecordIn.of({"job": 1})])
+    assert _claimed(e, "w1") == [1]
+    once = Once()
+    monkeypatch.setattr(LeaseBook, "ack", _interrupt_after(LeaseBook.ack, once))
+    once.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        e.queues.ack("q", "w1", [1], [])
+    assert once.fired == 1
+    assert _claimed(e, "w2") == [1], "the job is neither acked nor claimable"
+
+
+def test_interrupted_dead_letter_is_tried_again(
+    engines: list[tuple[Engine, FaultFs]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fs = FaultFs()
+    e = open_engine(fs)
+    engines.append((e, fs))
+    e.put_topic("q", _queue(max_deliveries=1, dead_letter="dlq"))
+    e.write("q", [RecordIn.of({"job": 1})])
+    assert _claimed(e, "w1") == [1]
+    e.queues.nack("q", "w1", [1], [], 0)
+    once = Once()
+    write = e.write
+    e.write = _interrupt_after(write, once)  # type: ignore[method-assign]
+    once.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        _claimed(e, "w2")  # the pass diverts job 1; its copy's write is interrupted
+    assert once.fired == 1
+    assert _claimed(e, "w2") == []  # diverted again: copied, then deleted from the queue
+    assert e.queues.counts("q").ready == 0
+    assert [r.data_json for r in read_all(e, "dlq").values()][-1] == b'{"job":1}'
+    assert not read_all(e, "q")
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+@pytest.mark.parametrize("cls", PERSISTENT)
+def test_asyncio_runs_ctrl_c_is_held_too(
+    engines: list[tuple[Engine, FaultFs]], cls: Durability, kind: ImageKind
+) -> None:
+    """Under `asyncio.run` the first Ctrl-C cancels the main task and the second raises
+    KeyboardInterrupt where it lands: both are held to the end of the section."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    engines.append((e, fs))
+    e.put_topic("t", TopicConfig(durability=cls))
+    acked = {e.write("t", [rec("first")]).first_seq: data_of("first")}
+    once = Once(times=2)
+    e._submit_for_waiter = _interrupt_after(e._submit_for_waiter, once)  # type: ignore[method-assign]
+    e._submit = _interrupt_after(e._submit, once)  # type: ignore[method-assign]
+
+    async def main() -> None:
+        once.armed = True
+        e.write("t", [rec("interrupted")])
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(main())
+    assert once.fired == 1
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    for marker in ("after-1", "after-2"):
+        acked[e.write("t", [rec(marker)]).first_seq] = data_of(marker)
+    _check_acked(e, "t", acked)
+    e2, _ = crash_and_recover(e, fs, kind, engines)
+    _check_acked(e2, "t", acked, may_lose=_lossy(cls, kind))

@@ -29,7 +29,7 @@ import orjson
 from seglog.clock import Clock
 from seglog.core.frame_bodies import LeaseBody
 from seglog.core.frames import FrameType, WalFrame, encode_control
-from seglog.core.leases import Claimer, ClaimOutcome, LeaseBook, LeaseEvent
+from seglog.core.leases import Claimer, ClaimOutcome, LeaseBook, LeaseEvent, Settled
 from seglog.engine import payloads
 from seglog.engine.ops import PendingOp
 from seglog.engine.registry import Registry
@@ -259,6 +259,10 @@ class Queues:
             with t.lock:
                 book_of(t).undo_dead_letter(seqs)
             return
+        except BaseException:  # a Ctrl-C (`interrupts`): due again, never stuck diverting
+            with t.lock:
+                book_of(t).undo_dead_letter(seqs)
+            raise
         try:
             self._delete(t, seqs)
         finally:
@@ -282,17 +286,19 @@ class Queues:
         `ack_finish`)."""
         t = self.topic(name)
         now = self.engine.clock.now_ms()
-        with t.lock:
-            s = book_of(t).ack(node, seqs, fences, now)
-            self._log(t, s.events, now)
-        op = None
-        if s.done:
-            try:
-                op = self.engine.delete_begin(name, s.done)
-            except SeglogError:
+        s: Settled | None = None
+        try:
+            with t.lock:
+                s = book_of(t).ack(node, seqs, fences, now)
+                self._log(t, s.events, now)
+            op = self.engine.delete_begin(name, s.done) if s.done else None
+        except BaseException:
+            # The leases went but the delete did not go in (refused, or a Ctrl-C held back
+            # to the end of a section, `interrupts`): the jobs are claimable again.
+            if s is not None and s.done:
                 with t.lock:
                     book_of(t).requeue(s.done)
-                raise
+            raise
         return PendingAck(t, s.done, s.skipped, now, op, s.conns)
 
     def ack_finish(self, a: PendingAck) -> SettleResult:
