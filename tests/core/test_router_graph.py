@@ -8,7 +8,7 @@ from graphlib import CycleError, TopologicalSorter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.core.router_graph import fan_in_conflict, find_cycle
+from seglog.core.router_graph import cyclic_edges, fan_in_conflict, find_cycle
 
 NODES = st.sampled_from(list("abcdefg"))
 EDGES = st.lists(st.tuples(NODES, NODES).filter(lambda e: e[0] != e[1]), max_size=25)
@@ -85,3 +85,13 @@ def test_fan_in_property(edges: list[tuple[str, str]], s: str, d: str) -> None:
     assert (other is not None) == bool(feeders)
     if other is not None:
         assert other in feeders
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdef"), st.sampled_from("abcdef")), max_size=12))
+def test_cyclic_edges_are_those_whose_dest_reaches_their_source(
+    edges: list[tuple[str, str]],
+) -> None:
+    cyclic = cyclic_edges(edges)
+    for i, (s, d) in enumerate(edges):
+        others = edges[:i] + edges[i + 1 :]
+        assert ((s, d) in cyclic) == (find_cycle(others, s, d) is not None), (s, d, edges)

@@ -86,11 +86,27 @@ def test_hop_cap_stops_a_cycle(make_engine: EngineFactory) -> None:
     e.put_router(RouterSpec("b->a", "b", "a", allow_cycle=True))
     _write(e, "a", "x")
     e.forwarder.forward_all()
-    # hops: a holds 0, 2, 4, 6, 8; b holds 1, 3, 5, 7, 9 — b->a (allow_cycle) does not
-    # forward a copy at the cap
+    # hops: a holds 0, 2, 4, 6, 8; b holds 1, 3, 5, 7 — neither edge of the cycle forwards
+    # a copy at the cap (SEMANTICS §8.2: the original and 8 copies)
     assert len(_all(e, "a")) == 1 + HOP_CAP // 2
-    assert len(_all(e, "b")) == 1 + HOP_CAP // 2
+    assert len(_all(e, "b")) == HOP_CAP // 2
     assert e.forwarder.forward_all() == 0  # nothing left: the cycle ended
+
+
+@pytest.mark.parametrize("written", ["a", "b", "c"])
+def test_a_cycle_gives_the_original_and_eight_copies_wherever_written(
+    make_engine: EngineFactory, written: str
+) -> None:
+    """Only c->a may close the cycle, yet the cap holds on a->b and b->c as well."""
+    e = make_engine()
+    e.put_router(RouterSpec("a->b", "a", "b"))
+    e.put_router(RouterSpec("b->c", "b", "c"))
+    e.put_router(RouterSpec("c->a", "c", "a", allow_cycle=True))
+    e.put_router(RouterSpec("c->out", "c", "out"))  # off the cycle: never capped
+    _write(e, written, "x")
+    e.forwarder.forward_all()
+    assert sum(len(_all(e, t)) for t in "abc") == 1 + HOP_CAP
+    assert len(_all(e, "out")) == len(_all(e, "c"))  # every copy in c went on
 
 
 def test_reject_dest_backpressure_keeps_the_cursor(make_engine: EngineFactory) -> None:

@@ -56,3 +56,47 @@ def fan_in_conflict(edges: Iterable[tuple[str, str]], source: str, dest: str) ->
         if d == dest and s != source:
             return s
     return None
+
+
+def cyclic_edges(edges: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The edges that lie on some cycle: `s → d` with `d` reaching `s` (both in one
+    strongly connected component, or `s == d`). Kosaraju's two passes, iterative: O(edges)."""
+    edge_list = list(edges)
+    out: dict[str, list[str]] = {}
+    back: dict[str, list[str]] = {}
+    for s, d in edge_list:
+        out.setdefault(s, []).append(d)
+        back.setdefault(d, []).append(s)
+    order: list[str] = []  # nodes by finishing time of a depth-first walk
+    seen: set[str] = set()
+    for root in list(out):
+        if root in seen:
+            continue
+        seen.add(root)
+        stack = [(root, iter(out.get(root, ())))]
+        while stack:
+            node, it = stack[-1]
+            nxt = next((d for d in it if d not in seen), None)
+            if nxt is None:
+                stack.pop()
+                order.append(node)
+            else:
+                seen.add(nxt)
+                stack.append((nxt, iter(out.get(nxt, ()))))
+    component: dict[str, int] = {}
+    for root in reversed(order):  # walk the reversed graph in reverse finishing order
+        if root in component:
+            continue
+        component[root] = len(component)
+        todo = [root]
+        while todo:
+            node = todo.pop()
+            for s in back.get(node, ()):
+                if s not in component:
+                    component[s] = component[root]
+                    todo.append(s)
+    return {
+        (s, d)
+        for s, d in edge_list
+        if s == d or (s in component and component.get(d) == component[s])
+    }

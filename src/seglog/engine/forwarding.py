@@ -6,7 +6,7 @@
    by `now` is below the source's involuntary floor before the walk);
 2. records the source can no longer give (`(cursor, E_inv)`) become source-trim holes at
    the dest and count as forwarded;
-3. the walk: deleted or popped slots, copies at the hop cap (`allow_cycle` routers), and
+3. the walk: deleted or popped slots, copies at the hop cap (routers on a cycle), and
    records the filter refuses are consumed; an `exactly_once` record whose previous copy is still live in the dest is
    consumed and counted; the rest are copied (data, meta, optional node and tag). A copy a
    `discard:"reject"` dest would refuse, or an invalid `exactly_once` copy, stops the walk
@@ -47,10 +47,11 @@ from seglog.storage.wal_commit import Commit
 log = logging.getLogger("seglog.routers")
 
 BATCH = 1024  # source seqs walked per step (STORAGE §8)
-# SEMANTICS §8.2: a copy with this many hops is not forwarded again by an `allow_cycle`
-# router. Every cycle holds one (the DAG check refuses any other router that would close
-# it), so every loop ends; a router of a DAG never drops a record for depth (§12 inv. 12:
-# forwarding never skips a record silently), however long the pipeline.
+# SEMANTICS §8.2: a copy with this many hops is not forwarded again by a router whose edge
+# lies on a cycle (only an `allow_cycle` router closes one), whichever edge of the cycle
+# it is: a loop gives the original and 8 copies, wherever it was written. A router off
+# every cycle never drops a record for depth (§12 inv. 12: forwarding never skips a
+# record silently), however long the pipeline.
 HOP_CAP = 8
 MAX_PASSES = 64  # forward_all: passes over every router before giving up for this tick
 _NO_BUDGET = 1 << 62
@@ -240,7 +241,7 @@ class Forwarder:
         eo = spec.exactly_once
         plan = _Plan(start, 0, [], [], [], 0)
         for rec, hop in zip(recs, hops, strict=True):
-            capped = spec.allow_cycle and hop >= HOP_CAP
+            capped = hop >= HOP_CAP and self.routers.on_cycle(spec.name)
             if capped or (spec.filter is not None and not spec.filter.matches(rec.tag)):
                 plan.consumed_to = rec.seq
                 continue

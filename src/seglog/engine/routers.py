@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seglog.core.frame_bodies import RouterCreateBody
+from seglog.core.router_graph import cyclic_edges
 from seglog.engine.interrupts import ShieldedLock
 from seglog.model import Selector
 from seglog.router_model import Guarantee, RouterInfo, RouterSpec
@@ -79,6 +80,8 @@ class RouterTable:
         self._by_dest: dict[str, list[Router]] = {}
         self._sources: dict[str, int] = {}
         self.hops: dict[int, dict[int, int]] = {}
+        # names of the routers whose edge lies on a cycle; None: membership changed since
+        self._cyclic: frozenset[str] | None = None
 
     # ---- lookups (lock-free: single dict reads) -------------------------------------
     def get(self, name: str) -> Router | None:
@@ -100,6 +103,19 @@ class RouterTable:
     def is_source(self, topic: str) -> bool:
         return self._sources.get(topic, 0) > 0
 
+    def on_cycle(self, name: str) -> bool:
+        """Whether router `name`'s edge lies on a cycle of the router graph (only
+        `allow_cycle` routers close one, SEMANTICS §8.2)."""
+        cyclic = self._cyclic
+        if cyclic is None:
+            routers = list(self._by_name.values())
+            edges = cyclic_edges((r.spec.source, r.spec.dest) for r in routers)
+            cyclic = frozenset(
+                r.spec.name for r in routers if (r.spec.source, r.spec.dest) in edges
+            )
+            self._cyclic = cyclic
+        return name in cyclic
+
     def edges(self, excluding: str) -> list[tuple[str, str]]:
         """`source → dest` of every router but `excluding` (the one being upserted)."""
         return [
@@ -112,6 +128,7 @@ class RouterTable:
         if old is not None:
             self.remove(old.spec.name)
         self._by_name[r.spec.name] = r
+        self._cyclic = None
         self._by_dest[r.spec.dest] = [*self._by_dest.get(r.spec.dest, ()), r]
         self._sources[r.spec.source] = self._sources.get(r.spec.source, 0) + 1
 
@@ -119,6 +136,7 @@ class RouterTable:
         r = self._by_name.pop(name, None)
         if r is None:
             return None
+        self._cyclic = None
         r.removed = True
         rest = [x for x in self._by_dest.get(r.spec.dest, ()) if x is not r]
         if rest:
