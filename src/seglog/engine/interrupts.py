@@ -6,8 +6,9 @@ on its main thread could take that exception in the middle of a write: after the
 frames went to the WAL but before its seqs were recorded (the next write then reused them),
 or while it published committed writes (the topic's head then fell behind its queue). Every
 such step runs under one of the engine's locks, so those locks are `ShieldedLock`s: on the
-main thread, a SIGINT that arrives while any of them is held is remembered and raised as
-KeyboardInterrupt when the outermost one is released, with the state whole.
+main thread, a SIGINT that arrives while any of them is held is remembered and handed to
+the handler it was meant for (Python's raises KeyboardInterrupt) when the outermost one is
+released, with the state whole.
 
 Only handlers that raise where they land are held back (`_holds`): Python's own
 `signal.default_int_handler`, and `asyncio.run`'s (its second Ctrl-C raises). The outermost
