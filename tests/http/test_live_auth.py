@@ -340,6 +340,9 @@ def test_other_method_under_topic_needs_write_scope(c: httpx.Client) -> None:
             error_of(c.request(method, path, headers=RONLY), 403, "forbidden")
             error_of(c.request(method, path, headers=FULL), 405, "method_not_allowed")
         error_of(c.request(method, "/v0/topics/outside", headers=TENANT), 403, "forbidden")
+        # "other methods on /v0/routers/:r": admin, then 405
+        error_of(c.request(method, "/v0/routers/r1", headers=RONLY), 403, "forbidden")
+        error_of(c.request(method, "/v0/routers/r1", headers=FULL), 405, "method_not_allowed")
 
 
 def test_a_config_on_a_write_that_would_not_create_needs_no_admin(c: httpx.Client) -> None:

@@ -483,5 +483,8 @@ async def test_publish_refuses_an_integer_outside_64_bits(
             {"op": "publish", "request_id": "ok", "topic": topic, "records": [{"data": 2**64 - 1}]},
         )
         assert (await reply(ws, "ok"))["op"] == "ack"
+        # only a publish's records are held to 64 bits: a ping with a big id is a ping
+        await ws.send('{"op":"ping","request_id":123456789012345678901234567890}')
+        assert (await recv(ws))["op"] == "pong"
     r = httpx.post(f"{server.url}/v0/topics/{topic}/diff", json={}, timeout=TIMEOUT)
     assert [x["data"] for x in r.json()["records"]] == [2**64 - 1]

@@ -5,8 +5,9 @@ documents it (the `/v0/openapi.json` endpoint is passed in, since the document d
 the table that serves it), and `direct_endpoint` matches its data-plane part
 (`TOPIC_DATA_PLANE`) for the guard, which dispatches those requests itself. Routes whose
 methods are `ANY_METHOD` dispatch on the method in their handler, which answers any other
-method `405` after the scope check; those under a topic (`under_topic`) take every method
-there, as API §1.3 scopes "any other method ... under /v0/topics/:topic" as a write.
+method `405` after the scope check; those whose other methods API §1.3 scopes ("any other
+method ... under /v0/topics/:topic": write; "other methods on /v0/routers/:r": admin) take
+every method (`any_method`), so the scope check always comes first.
 """
 
 from __future__ import annotations
@@ -38,10 +39,10 @@ TOPIC_DATA_PLANE: dict[str, Endpoint] = {
 _TOPICS = "/v0/topics/"
 
 
-def under_topic(path: str, endpoint: Endpoint) -> Route:
-    """A route under `/v0/topics/{topic}` whose handler takes every method (even one
-    Starlette does not list), so that an unknown one is `403` without write scope on the
-    topic and `405` with it (API §1.3, §12), never a `405` before the scope check."""
+def any_method(path: str, endpoint: Endpoint) -> Route:
+    """A route whose handler takes every method (even one Starlette does not list), so
+    that an unknown one is `403` without the scope API §1.3 gives it and `405` with it
+    (§12), never a `405` before the scope check."""
     route = Route(path, endpoint, methods=ANY_METHOD)
     route.methods = None  # Starlette: no method check, every method matches fully
     return route
@@ -57,13 +58,13 @@ def route_table(openapi: Callable[[Request], Awaitable[Response]]) -> list[BaseR
         Route("/v0/openapi.json", openapi, methods=["GET"]),
         Route("/v0/topics", topics.list_topics, methods=["GET"]),
         *(
-            under_topic(f"/v0/topics/{{topic}}{'/' + sub if sub else ''}", endpoint)
+            any_method(f"/v0/topics/{{topic}}{'/' + sub if sub else ''}", endpoint)
             for sub, endpoint in TOPIC_DATA_PLANE.items()
         ),
-        under_topic("/v0/topics/{topic}/work", work_stream.open_work),
-        under_topic("/v0/topics/{topic}/{rest:path}", topics.other_subpath),
+        any_method("/v0/topics/{topic}/work", work_stream.open_work),
+        any_method("/v0/topics/{topic}/{rest:path}", topics.other_subpath),
         Route("/v0/routers", routers.list_routers, methods=["GET"]),
-        Route("/v0/routers/{router}", routers.router_root, methods=ANY_METHOD),
+        any_method("/v0/routers/{router}", routers.router_root),
         Route("/v0/watch", watch.create, methods=ANY_METHOD),
         Route("/v0/watch/{wid}", watch.open_stream, methods=ANY_METHOD),
         WebSocketRoute("/v0/ws", ws.endpoint),

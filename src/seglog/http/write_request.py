@@ -21,6 +21,7 @@ from seglog.http.body_fields import (
     json_object,
     malformed,
     optional_str_field,
+    utf8_len,
 )
 from seglog.model import (
     MAX_IDEMPOTENCY_KEY_BYTES,
@@ -50,16 +51,17 @@ class WriteRequest:
 
 
 def check_idempotency_key(value: bytes | None) -> str | None:
-    """An `Idempotency-Key` header value, its bytes read as UTF-8 (as the same key in the
-    body is, so both forms dedupe together): empty ⇒ None; not UTF-8 or > 256 bytes ⇒
-    invalid_request."""
+    """An `Idempotency-Key` header value as the key it names: its bytes read as UTF-8 (as
+    the same key in the body is, so both forms dedupe together), or as Latin-1 when they
+    are not UTF-8 (what browsers send for such text). Empty ⇒ None; over 256 bytes of
+    UTF-8 ⇒ invalid_request."""
     if not value:
         return None
     try:
         key = value.decode("utf-8")
     except UnicodeDecodeError:
-        raise invalid("Idempotency-Key is not valid UTF-8", {"field": "Idempotency-Key"}) from None
-    if len(value) > MAX_IDEMPOTENCY_KEY_BYTES:
+        key = value.decode("latin-1")
+    if utf8_len(key, "Idempotency-Key") > MAX_IDEMPOTENCY_KEY_BYTES:
         raise invalid(
             f"idempotency key exceeds {MAX_IDEMPOTENCY_KEY_BYTES} bytes",
             {"field": "Idempotency-Key", "max": MAX_IDEMPOTENCY_KEY_BYTES},

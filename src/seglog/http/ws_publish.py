@@ -11,15 +11,18 @@ from seglog.http.app_state import ServerState
 from seglog.http.auth import Principal, Scope
 from seglog.http.body_fields import bool_field
 from seglog.http.common import elapsed_ms, started
+from seglog.http.json_body import check_integers
 from seglog.http.topic_config import parse_config
 from seglog.http.write_request import parse_write
 
 
 async def publish(
-    st: ServerState, who: Principal, name: str, cmd: dict[str, Any], rid: Any
+    st: ServerState, who: Principal, name: str, cmd: dict[str, Any], rid: Any, text: str
 ) -> bytes:
     """Scope checks first (write; admin too when a `config` is given; the name), then the
-    body rules of `POST /v0/topics/:topic`, then the write."""
+    body rules of `POST /v0/topics/:topic` (`text`: the command as sent, checked for
+    integers outside 64 bits as an HTTP body is: orjson read them as floats), then the
+    write."""
     t0 = started()
     if not who.has(Scope.WRITE):
         raise SeglogError(ErrorCode.FORBIDDEN, "api key lacks write scope")
@@ -29,6 +32,7 @@ async def publish(
         )
     if not who.allows(name):
         raise SeglogError(ErrorCode.FORBIDDEN, f"api key may not access {name!r}", {"topic": name})
+    check_integers(text.encode())
     req = parse_write(cmd)
     st.check_write_pressure()
     return_seqs = bool_field(cmd, "return_seqs", True)

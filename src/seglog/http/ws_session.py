@@ -31,7 +31,6 @@ from starlette.websockets import WebSocket
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.app_state import RAW_SEND, ServerState
 from seglog.http.auth import Principal, Scope
-from seglog.http.json_body import check_integers
 from seglog.http.live_fanout import Signal
 from seglog.http.loop_share import LoopShare
 from seglog.http.topic_feed import FeedBatch
@@ -177,12 +176,11 @@ class WsSession:
             try:
                 if not isinstance(cmd, dict):
                     raise SeglogError(ErrorCode.INVALID_REQUEST, "a command is a JSON object")
-                check_integers(text.encode())  # as over HTTP: never a float in their place
-                await self._put(await self._command(cmd, rid))
+                await self._put(await self._command(cmd, rid, text))
             except SeglogError as e:
                 await self._put(error_message(rid, e))
 
-    async def _command(self, cmd: dict[str, Any], rid: Any) -> bytes:
+    async def _command(self, cmd: dict[str, Any], rid: Any, text: str) -> bytes:
         op = cmd.get("op")
         if op == "ping":
             return orjson.dumps({"op": "pong", "request_id": rid})
@@ -195,7 +193,7 @@ class WsSession:
             self._kick_now()
             return orjson.dumps({"op": "unsubscribed", "request_id": rid, "topics": names})
         if op == "publish":
-            return await self._publish(cmd, rid)
+            return await self._publish(cmd, rid, text)
         raise SeglogError(ErrorCode.INVALID_REQUEST, f"unknown op {op!r}")
 
     async def _subscribe(self, cmd: dict[str, Any], rid: Any) -> bytes:
@@ -229,11 +227,11 @@ class WsSession:
         self._kick_now()
         return orjson.dumps({"op": "subscribed", "request_id": rid, "topics": described})
 
-    async def _publish(self, cmd: dict[str, Any], rid: Any) -> bytes:
+    async def _publish(self, cmd: dict[str, Any], rid: Any, text: str) -> bytes:
         name = cmd.get("topic")
         if not isinstance(name, str):
             raise SeglogError(ErrorCode.INVALID_REQUEST, "publish needs a topic")
-        return await publish(self._st, self._who, name, cmd, rid)
+        return await publish(self._st, self._who, name, cmd, rid, text)
 
     # ---- delivery ----------------------------------------------------------------------
     async def _deliver_loop(self) -> None:
