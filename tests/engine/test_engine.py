@@ -3,11 +3,13 @@ idempotency, config and restarts. Time comes from the ManualClock fixture."""
 
 from __future__ import annotations
 
+import random
 import threading
 
 import pytest
 
 from seglog.clock import ManualClock
+from seglog.core.names import valid_topic_name
 from seglog.engine.engine import Engine
 from seglog.engine.maintenance import seal_topic
 from seglog.errors import ErrorCode, SeglogError
@@ -276,6 +278,37 @@ def test_list_topics_pages_by_name(make_engine: EngineFactory) -> None:
     assert [p.topic for p in page] == ["c.1", "c.2"] and more
     page, more = e.list_topics(prefix="c.", limit=10)
     assert [p.topic for p in page] == ["c.1", "c.2"] and not more
+
+
+def test_list_topics_within_prefixes_is_the_filtered_listing(make_engine: EngineFactory) -> None:
+    """A page of the names a prefix-limited key may see is the page of the full listing
+    filtered by those prefixes (the walk only visits their ranges); `more` says whether
+    such a name follows."""
+    rng = random.Random(7)
+    e = make_engine()
+    alphabet = "ab.:"
+    names = sorted(
+        {"".join(rng.choice(alphabet) for _ in range(rng.randint(1, 5))) for _ in range(80)}
+    )
+    names = [n for n in names if valid_topic_name(n)]
+    for n in names:
+        e.put_topic(n, TopicConfig())
+    short = ["", "a", "b", "a.", "ab", "b:", "a.b", "ba", "zz"]
+    for _ in range(400):
+        prefix = rng.choice(short)
+        within = rng.sample(short, rng.randint(1, 3))
+        after = rng.choice([None, *rng.sample(names, 3)])
+        limit = rng.choice([1, 2, 3, 5, 8, 100])
+        visible = [
+            n
+            for n in names
+            if n.startswith(prefix)
+            and any(n.startswith(w) for w in within)
+            and (after is None or n > after)
+        ]
+        page, more = e.list_topics(prefix, after, limit, within=within)
+        assert [p.topic for p in page] == visible[:limit], (prefix, within, after, limit)
+        assert more == (len(visible) > limit), (prefix, within, after, limit)
 
 
 def test_drop_topic_and_recreate_is_new_instance(make_engine: EngineFactory) -> None:

@@ -14,6 +14,7 @@ commit (`seglog.engine.aio`) and call `write_publish`; `prepare_read` + `read(wa
 
 from __future__ import annotations
 
+import itertools
 import logging
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
@@ -551,12 +552,13 @@ class Engine:
         after: str | None = None,
         limit: int = 100,
         touch: bool = False,
-        allow: Callable[[str], bool] | None = None,
+        within: Sequence[str] | None = None,
     ) -> tuple[list[TopicInfo], bool]:
         """A page of topics sorted by name (byte order), strictly after `after`; with
-        `allow`, only the names it accepts (the others are neither listed nor touched)."""
+        `within`, only names starting with one of those prefixes (the others are neither
+        listed nor touched)."""
         while True:
-            page, more = self.topic_page(prefix, after, limit, allow)
+            page, more = self.topic_page(prefix, after, limit, within)
             for name in page:
                 t = self.topics.get(name)
                 if t is None:
@@ -569,27 +571,23 @@ class Engine:
             after = page[-1]  # the page's topics were all dropped meanwhile: the next page
 
     def topic_page(
-        self,
-        prefix: str,
-        after: str | None,
-        limit: int,
-        allow: Callable[[str], bool] | None = None,
+        self, prefix: str, after: str | None, limit: int, within: Sequence[str] | None = None
     ) -> tuple[list[str], bool]:
         """The names of `list_topics`' page, and whether another name it would list
-        follows (so never an empty page with more to come); takes no lock."""
+        follows (so never an empty page with more to come); takes no lock. Only the
+        ranges of names the prefixes allow are walked (bisected to), not every name."""
         names = self.registry.sorted_names()
         lo = bisect_right(names, after) if after is not None else 0
-        if prefix:
-            lo = max(lo, bisect_left(names, prefix))
         out: list[str] = []
-        for i in range(lo, len(names)):
-            name = names[i]
-            if prefix and not name.startswith(prefix):
-                break
-            if name in self.topics and (allow is None or allow(name)):
-                if len(out) == limit:
-                    return out, True
-                out.append(name)
+        for start in [prefix] if within is None else narrowed_prefixes(prefix, within):
+            first = max(lo, bisect_left(names, start)) if start else lo
+            for name in itertools.islice(names, first, None):
+                if start and not name.startswith(start):
+                    break
+                if name in self.topics:
+                    if len(out) == limit:
+                        return out, True
+                    out.append(name)
         return out, False
 
     def topic_infos(self, names: Sequence[str], touch: bool) -> list[TopicInfo]:
@@ -959,3 +957,17 @@ class Engine:
 def _logs_head(d: Durability) -> bool:
     """Classes whose replay must never reissue an acked seq after a crash."""
     return d in (Durability.DISK, Durability.FSYNC)
+
+
+def narrowed_prefixes(prefix: str, within: Sequence[str]) -> list[str]:
+    """The names starting with `prefix` and with one of `within`, as prefixes whose ranges
+    of names are disjoint, ascending (none extends another kept one)."""
+    both = sorted(
+        {p for p in within if p.startswith(prefix)}
+        | {prefix for p in within if prefix.startswith(p)}
+    )
+    kept: list[str] = []
+    for p in both:
+        if not (kept and p.startswith(kept[-1])):  # within the last kept range already
+            kept.append(p)
+    return kept

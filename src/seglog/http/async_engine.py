@@ -110,15 +110,15 @@ class AsyncEngine:
         after: str | None,
         limit: int,
         touch: bool,
-        allow: Callable[[str], bool] | None = None,
+        within: Sequence[str] | None = None,
     ) -> tuple[list[TopicInfo], bool]:
-        """A page of topics, each as `get_topic` gives it (only those `allow` accepts);
-        in a worker thread only when there is forwarding into one of them to do."""
+        """A page of topics, each as `get_topic` gives it (only names starting with one of
+        `within`); in a worker thread only when there is forwarding into one to do."""
         e = self.engine
         while True:
-            page, more = e.topic_page(prefix, after, limit, allow)
+            page, more = e.topic_page(prefix, after, limit, within)
             if any(e.routers_pending_into(name) for name in page):
-                return await blocking(e.list_topics, prefix, after, limit, touch, allow)
+                return await blocking(e.list_topics, prefix, after, limit, touch, within)
             for name in page:
                 try:
                     evict = e.prepare_read(name)

@@ -150,8 +150,8 @@ async def list_topics(request: Request) -> Response:
     last: str | None = after
     while len(rows) < page_size and more:
         # API §1.3: a key limited to prefixes sees (and touches) only names it may read
-        allow = p.allows if p.prefixes else None
-        page, more = await db.list_topics(prefix, last, page_size - len(rows), touch, allow)
+        within = p.prefixes or None
+        page, more = await db.list_topics(prefix, last, page_size - len(rows), touch, within)
         if not page:
             break
         last = page[-1].topic
