@@ -596,6 +596,45 @@ def test_shard_layout_changes_between_snapshots_keep_acked_records(
         assert e.write(n, [rec("probe")]).first_seq > max(acked[n])
 
 
+@pytest.mark.parametrize("kind", IMAGES)
+def test_a_shard_rotated_in_an_earlier_layout_never_costs_the_new_writer_its_file(
+    fs: FaultFs, engines: list[tuple[Engine, FaultFs]], kind: ImageKind
+) -> None:
+    """2 shards whose WAL files rotate, crash; 1 shard, crash; 2 shards again. The older
+    kept snapshot still names the first period's `shard-01` position (file 2), and the
+    start-up snapshot after the change deleted the new `shard-01/wal-…1.log` as absorbed
+    while its writer kept appending to the unlinked file: every acked write of that shard
+    was gone after the next crash (found by a black-box crash audit)."""
+    names = [f"t{i}" for i in range(4)]  # several topic ids: both shards get some
+    e = open_engine(fs, 2)
+    engines.append((e, fs))
+    acked: dict[str, dict[int, bytes]] = {n: {} for n in names}
+    for n in names:
+        e.put_topic(n, FSYNC)
+    pad = "x" * 2000
+    step = 0
+    for shards in (1, 2, 2):
+        for n in names:
+            count = 200 if step == 0 else 3  # the first period rotates every shard's file
+            for _ in range(count):
+                record = RecordIn.of({"id": f"{n}-{step}", "pad": pad})
+                step += 1
+                acked[n][e.write(n, [record]).first_seq] = record.data_json
+        e, fs = crash_and_recover(e, fs, "process", engines, shards=shards)
+        for n in names:
+            got = {s: x.data_json for s, x in read_all(e, n).items()}
+            lost = sorted(set(acked[n]) - set(got))
+            assert not lost, f"{n}: {len(lost)} acked records lost at {shards} shards"
+            assert got == acked[n]
+    for n in names:
+        r = e.write(n, [rec(f"{n}-last")])
+        acked[n][r.first_seq] = data_of(f"{n}-last")
+    e, fs = crash_and_recover(e, fs, kind, engines, shards=2)
+    for n in names:
+        got = {s: x.data_json for s, x in read_all(e, n).items()}
+        assert got == acked[n], f"{n}: acked records lost after the last crash"
+
+
 # ---- 8. cap_records counts live records ---------------------------------------------------
 
 

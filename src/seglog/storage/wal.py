@@ -147,8 +147,9 @@ class Wal:
         (None: there is no older snapshot, so a fallback replays everything and every file
         stays). Per group, files numbered below its position go; a group the current layout
         does not use goes whole once that position is at its end; a group the older
-        snapshot does not know is kept whole (it replays it from the start). Best effort:
-        a failure is logged and retried by the next snapshot."""
+        snapshot does not know is kept whole (it replays it from the start), and so is a
+        group it knows from an earlier period of the same key only (its position is past
+        every file). Best effort: a failure is logged and retried by the next snapshot."""
         if needed is None:
             return
         current = {group_key(i, self.shards) for i in range(self.shards)}
@@ -165,6 +166,12 @@ class Wal:
                     if g.key:
                         fs.rmtree(g.dir)
                     fs.fsync_dir(self.wal_dir)
+                    continue
+                if pos[0] > last_idx:
+                    # A position past every file of a group this layout writes names an
+                    # earlier period's files under the same key (a shard count changed
+                    # and back): its numbering restarted, so nothing here is absorbed by
+                    # it — deleting by it took the live writer's file.
                     continue
                 doomed = [p for idx, p in g.files if idx < pos[0]]
                 for path in doomed:
