@@ -48,21 +48,20 @@ U32_MAX = 2**32 - 1
 
 
 def u64_field(obj: dict[str, Any], key: str, default: int) -> int:
-    if key not in obj:
-        return default
-    v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= U64_MAX:
-        raise malformed(f"{key} must be an unsigned integer")
-    return v
+    return _unsigned(obj, key, default, U64_MAX, "an unsigned integer")
 
 
 def u32_field(obj: dict[str, Any], key: str, default: int) -> int:
     """An API `u32` field: out of `[0, 2**32-1]` is a type error (API §0.2), not a clamp."""
+    return _unsigned(obj, key, default, U32_MAX, "an unsigned 32-bit integer")
+
+
+def _unsigned(obj: dict[str, Any], key: str, default: int, top: int, what: str) -> int:
     if key not in obj:
         return default
     v = obj[key]
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= U32_MAX:
-        raise malformed(f"{key} must be an unsigned 32-bit integer")
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= top:
+        raise malformed(f"{key} must be {what}")
     return v
 
 
