@@ -92,16 +92,27 @@ def _lossy(cls: Durability, kind: ImageKind) -> bool:
     return cls is Durability.DISK and kind == "power"
 
 
+def _opened(engines: list[tuple[Engine, FaultFs]]) -> tuple[Engine, FaultFs]:
+    """An engine on a fresh FaultFs, abandoned when the test ends."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    engines.append((e, fs))
+    return e, fs
+
+
+def _log_with_one_record(e: Engine, cls: Durability) -> dict[int, bytes]:
+    """Topic "t" of class `cls` holding one acked record: {its seq: its data}."""
+    e.put_topic("t", TopicConfig(durability=cls))
+    return {e.write("t", [rec("first")]).first_seq: data_of("first")}
+
+
 @pytest.mark.parametrize("kind", IMAGES)
 @pytest.mark.parametrize("cls", PERSISTENT)
 def test_interrupt_after_the_submission_never_reuses_its_seqs(
     engines: list[tuple[Engine, FaultFs]], cls: Durability, kind: ImageKind
 ) -> None:
-    fs = FaultFs()
-    e = open_engine(fs)
-    engines.append((e, fs))
-    e.put_topic("t", TopicConfig(durability=cls))
-    acked = {e.write("t", [rec("first")]).first_seq: data_of("first")}
+    e, fs = _opened(engines)
+    acked = _log_with_one_record(e, cls)
     once = Once()
     # Both doors a write's frames take into the WAL (the waiting caller's and the other).
     e._submit_for_waiter = _interrupt_after(e._submit_for_waiter, once)  # type: ignore[method-assign]
@@ -125,11 +136,8 @@ def test_interrupt_while_publishing_leaves_the_topic_whole(
     kind: ImageKind,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    fs = FaultFs()
-    e = open_engine(fs)
-    engines.append((e, fs))
-    e.put_topic("t", TopicConfig(durability=cls))
-    acked = {e.write("t", [rec("first")]).first_seq: data_of("first")}
+    e, fs = _opened(engines)
+    acked = _log_with_one_record(e, cls)
     once = Once()
     publish = TopicState.publish_batch
 
@@ -266,9 +274,7 @@ def test_interrupted_snapshot_keeps_durable_leases(
 ) -> None:
     """A snapshot drops the WAL that held the Lease frames; the leases are logged again in
     the same section, so a Ctrl-C held to its end cannot fall in between."""
-    fs = FaultFs()
-    e = open_engine(fs)
-    engines.append((e, fs))
+    e, fs = _opened(engines)
     e.put_topic("q", _queue(durable_leases=True))
     e.write("q", [RecordIn.of({"job": 1})])
     assert _claimed(e, "w1") == [1]
@@ -290,9 +296,7 @@ def test_interrupted_ack_leaves_the_job_claimable(
 ) -> None:
     """The ack's leases go under the topic lock and its delete after it: a Ctrl-C held to
     the end of that section makes the jobs claimable again, never stranded."""
-    fs = FaultFs()
-    e = open_engine(fs)
-    engines.append((e, fs))
+    e, _ = _opened(engines)
     e.put_topic("q", _queue())
     e.write("q", [RecordIn.of({"job": 1})])
     assert _claimed(e, "w1") == [1]
@@ -308,9 +312,7 @@ def test_interrupted_ack_leaves_the_job_claimable(
 def test_interrupted_dead_letter_is_tried_again(
     engines: list[tuple[Engine, FaultFs]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fs = FaultFs()
-    e = open_engine(fs)
-    engines.append((e, fs))
+    e, _ = _opened(engines)
     e.put_topic("q", _queue(max_deliveries=1, dead_letter="dlq"))
     e.write("q", [RecordIn.of({"job": 1})])
     assert _claimed(e, "w1") == [1]
@@ -335,11 +337,8 @@ def test_asyncio_runs_ctrl_c_is_held_too(
 ) -> None:
     """Under `asyncio.run` the first Ctrl-C cancels the main task and the second raises
     KeyboardInterrupt where it lands: both are held to the end of the section."""
-    fs = FaultFs()
-    e = open_engine(fs)
-    engines.append((e, fs))
-    e.put_topic("t", TopicConfig(durability=cls))
-    acked = {e.write("t", [rec("first")]).first_seq: data_of("first")}
+    e, fs = _opened(engines)
+    acked = _log_with_one_record(e, cls)
     once = Once(times=2)
     e._submit_for_waiter = _interrupt_after(e._submit_for_waiter, once)  # type: ignore[method-assign]
     e._submit = _interrupt_after(e._submit, once)  # type: ignore[method-assign]

@@ -597,8 +597,9 @@ def test_shard_layout_changes_between_snapshots_keep_acked_records(
 
 
 @pytest.mark.parametrize("kind", IMAGES)
+@pytest.mark.parametrize("cls", [Durability.DISK, Durability.FSYNC])
 def test_a_shard_rotated_in_an_earlier_layout_never_costs_the_new_writer_its_file(
-    fs: FaultFs, engines: list[tuple[Engine, FaultFs]], kind: ImageKind
+    fs: FaultFs, engines: list[tuple[Engine, FaultFs]], kind: ImageKind, cls: Durability
 ) -> None:
     """2 shards whose WAL files rotate, crash; 1 shard, crash; 2 shards again. The older
     kept snapshot still names the first period's `shard-01` position (file 2), and the
@@ -610,7 +611,7 @@ def test_a_shard_rotated_in_an_earlier_layout_never_costs_the_new_writer_its_fil
     engines.append((e, fs))
     acked: dict[str, dict[int, bytes]] = {n: {} for n in names}
     for n in names:
-        e.put_topic(n, FSYNC)
+        e.put_topic(n, TopicConfig(durability=cls))
     pad = "x" * 2000
     step = 0
     for shards in (1, 2, 2):
@@ -632,7 +633,10 @@ def test_a_shard_rotated_in_an_earlier_layout_never_costs_the_new_writer_its_fil
     e, fs = crash_and_recover(e, fs, kind, engines, shards=2)
     for n in names:
         got = {s: x.data_json for s, x in read_all(e, n).items()}
-        assert got == acked[n], f"{n}: acked records lost after the last crash"
+        if durable_for(cls, kind):
+            assert got == acked[n], f"{n}: acked records lost after the last crash"
+        else:  # a power cut may take the unsynced tail of a disk topic, never more
+            assert all(acked[n].get(q) == d for q, d in got.items()), f"{n}: altered"
 
 
 # ---- 8. cap_records counts live records ---------------------------------------------------
