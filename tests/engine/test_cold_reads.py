@@ -7,6 +7,8 @@ import mmap
 import threading
 from pathlib import Path
 
+import pytest
+
 from seglog.clock import ManualClock
 from seglog.engine.engine import Engine, EngineOptions
 from seglog.engine.maintenance import relocate_cold, seal_topic
@@ -129,3 +131,80 @@ def test_sealed_payloads_are_read_without_the_topic_lock(tmp_path: Path) -> None
         assert [r.data for r in res.records] == [{"i": i} for i in range(25)]  # type: ignore[attr-defined]
     finally:
         e.close(snapshot=False)
+
+
+class DropDuringMove:
+    """Runs `action` once, at a chosen step of the relocation (the move runs unlocked)."""
+
+    def __init__(self, e: Engine, at: str, action: object) -> None:
+        self.store = e.topics["t"].segments.store  # type: ignore[union-attr]
+        self.at, self.action, self.fired = at, action, False
+        self.read_file = self.store.fs.read_file
+        self.install = self.store.install
+
+    def __enter__(self) -> DropDuringMove:
+        fs, store = self.store.fs, self.store
+
+        def read_file(path: Path) -> bytes:
+            self.fire("read")
+            return bytes(self.read_file(path))
+
+        def install(tier: str, first_seq: int, data: bytes, idx: bytes) -> object:
+            got = self.install(tier, first_seq, data, idx)  # type: ignore[arg-type]
+            self.fire("installed")
+            return got
+
+        fs.read_file = read_file  # type: ignore[method-assign]
+        store.install = install  # type: ignore[method-assign]
+        return self
+
+    def fire(self, step: str) -> None:
+        if step == self.at and not self.fired:
+            self.fired = True
+            self.action()  # type: ignore[operator]
+
+    def __exit__(self, *exc: object) -> None:
+        del self.store.fs.read_file
+        del self.store.install
+
+
+def cold_files(tmp_path: Path) -> list[str]:
+    return sorted(p.name for p in (tmp_path / "cold").rglob("seg-*") if p.is_file())
+
+
+@pytest.mark.parametrize("at", ["read", "installed"])
+def test_a_segment_dropped_while_it_moves_leaves_no_cold_copy(tmp_path: Path, at: str) -> None:
+    e = Engine(options(tmp_path), clock=ManualClock())
+    e.open()
+    e.put_topic("t", TopicConfig())
+    for i in range(3):
+        e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
+        seal_topic(e, e.topics["t"], force=True)
+    drop_first = lambda: e.delete_records("t", before_seq=11)  # noqa: E731  (segment 1..10)
+    with DropDuringMove(e, at, drop_first) as hook:
+        assert relocate_cold(e, e.topics["t"]) == 1  # 11..20 moved; 1..10 was dropped
+    assert hook.fired
+    segs = e.topics["t"].segments
+    assert segs is not None
+    assert [(s.first_seq, s.tier) for s in segs.sealed] == [(11, "cold"), (21, "hot")]
+    assert cold_files(tmp_path) == ["seg-0000000000000011.data", "seg-0000000000000011.idx"]
+    assert [r.seq for r in e.read("t", 0, limit=100).records] == list(range(11, 31))
+    e.close(snapshot=True)
+    e = Engine(options(tmp_path), clock=ManualClock())
+    e.open()
+    assert [r.seq for r in e.read("t", 0, limit=100).records] == list(range(11, 31))
+    e.close(snapshot=False)
+
+
+def test_a_topic_deleted_while_its_segment_moves_leaves_no_files(tmp_path: Path) -> None:
+    e = Engine(options(tmp_path), clock=ManualClock())
+    e.open()
+    e.put_topic("t", TopicConfig())
+    for i in range(2):
+        e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
+        seal_topic(e, e.topics["t"], force=True)
+    t = e.topics["t"]
+    with DropDuringMove(e, "installed", lambda: e.drop_topic("t")):
+        assert relocate_cold(e, t) == 0
+    assert cold_files(tmp_path) == []
+    e.close(snapshot=False)

@@ -62,10 +62,26 @@ def relocate_cold(engine: Engine, t: TopicState) -> int:
         )
     moved = 0
     for info in plan:
-        new = relocate(segs.store, info)
+        # A segment can be dropped (retention, deletes, topic delete) while it moves: the
+        # move runs outside the lock. Its files may vanish under `relocate`, or the cold
+        # copy may be installed after the drop; neither is an error, but the copy must go.
+        try:
+            new = relocate(segs.store, info)
+        except FileNotFoundError:
+            with t.lock:
+                if not t.deleted and segs.holds(info):
+                    raise
+            new = info
         with t.lock:
-            segs.replace(info, new)
-        moved += 1
+            deleted = t.deleted
+            kept = not deleted and new is not info and segs.replace(info, new)
+        if deleted:
+            segs.store.drop_all()
+            return moved
+        if not kept:
+            segs.store.drop(new)
+        else:
+            moved += 1
     return moved
 
 

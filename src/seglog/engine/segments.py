@@ -110,11 +110,17 @@ class TopicSegments:
         self.sealed.append(info)
         self._firsts.append(info.first_seq)
 
-    def replace(self, old: SegmentInfo, new: SegmentInfo) -> None:
+    def replace(self, old: SegmentInfo, new: SegmentInfo) -> bool:
+        """Swap `old` for `new` (a relocated copy); False when `old` was dropped meanwhile."""
         for i, s in enumerate(self.sealed):
             if s.first_seq == old.first_seq:
                 self.sealed[i] = new
-                return
+                return True
+        return False
+
+    def holds(self, info: SegmentInfo) -> bool:
+        found = self.locate(info.first_seq)
+        return found is not None and found.first_seq == info.first_seq
 
     def locate(self, seq: int) -> SegmentInfo | None:
         i = bisect_right(self._firsts, seq) - 1
