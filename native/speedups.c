@@ -162,6 +162,68 @@ done:
     return out;
 }
 
+/* ---- blobs_sliceable --------------------------------------------------------------- */
+
+PyDoc_STRVAR(blobs_sliceable_doc,
+"blobs_sliceable(buf, starts, ends, out) -> None\n\n"
+"out[i] = 1 if the blob buf[starts[i]:ends[i]] is {\"d\":...} with no '\"m\"' after its\n"
+"opening (its data is buf[starts[i]+5:ends[i]-1], no meta), else 0. starts and ends are\n"
+"buffers of native int64 (ascending, disjoint blobs), out a writable uint8 buffer of their\n"
+"length. Raises ValueError if a blob is outside buf or reversed (out is then undefined).\n"
+"Python twin: seglog.core.segment_run.blobs_sliceable_py.");
+
+static PyObject *blobs_sliceable(PyObject *self, PyObject *args) {
+    Py_buffer buf, starts, ends, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*", &buf, &starts, &ends, &out)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len % 8 || ends.len != starts.len || out.len != n) {
+        PyErr_SetString(PyExc_ValueError, "starts and ends must be 8-byte columns, out 1-byte, of one length");
+        goto done;
+    }
+    {
+        const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)ends.buf;
+        const unsigned char *base = (const unsigned char *)buf.buf;
+        unsigned char *flags = (unsigned char *)out.buf;
+        const int64_t size = (int64_t)buf.len;
+        Py_ssize_t bad = -1;
+        int64_t bad_a = 0, bad_b = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t lo = a[i], hi = b[i];
+            if (lo < 0 || lo > hi || hi > size) {
+                bad = i, bad_a = lo, bad_b = hi;
+                break;
+            }
+            int ok = hi - lo >= 6 && base[hi - 1] == '}' && memcmp(base + lo, "{\"d\":", 5) == 0;
+            /* A quoted m at q-1..q+1 with q-1 >= lo+5 and q+2 <= hi: search the m's, which
+             * are rarer than quotes in JSON. */
+            const unsigned char *q = base + lo + 6, *last = base + hi - 2;
+            while (ok && q <= last) {
+                q = memchr(q, 'm', (size_t)(last - q + 1));
+                if (q == NULL) break;
+                if (q[-1] == '"' && q[1] == '"') ok = 0;
+                q++;
+            }
+            flags[i] = (unsigned char)ok;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad >= 0) {
+            PyErr_Format(PyExc_ValueError, "blob %zd [%lld:%lld] is outside a buffer of %zd bytes",
+                         bad, (long long)bad_a, (long long)bad_b, buf.len);
+            goto done;
+        }
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&ends);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 /* ---- label_codes ------------------------------------------------------------------- */
 
 PyDoc_STRVAR(label_codes_doc,
@@ -827,6 +889,7 @@ static PyMethodDef methods[] = {
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
     {"gather_rows", gather_rows, METH_VARARGS, gather_rows_doc},
     {"label_codes", label_codes, METH_VARARGS, label_codes_doc},
+    {"blobs_sliceable", blobs_sliceable, METH_VARARGS, blobs_sliceable_doc},
     {"scan_wal_chunk", scan_wal_chunk, METH_VARARGS, scan_wal_chunk_doc},
     {"encode_segment", encode_segment, METH_VARARGS, encode_segment_doc},
     {"encode_segment_rows", encode_segment_rows, METH_VARARGS, encode_segment_rows_doc},

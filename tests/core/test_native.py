@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from seglog.core import append_frames, frame_scanner, native, segment_format, segment_run
 from seglog.core.frame_scanner import _scan_chunk_c, _scan_chunk_py, scan_frames
 from seglog.core.frames import FLAG_MORE, FLAG_NODE, FLAG_TAG, encode_frame
+from seglog.core.payload_blob import decode_blob
 from tests.core.test_framing import _frame_bytes, frames
 
 if native.speedups is None and os.environ.get("SEGLOG_REQUIRE_NATIVE") == "1":
@@ -584,3 +585,58 @@ def test_json_rows_is_its_twin(rows: list[tuple[int, int, bytes]]) -> None:
 def test_json_rows_refuses_what_is_not_a_page(args: tuple, error: type[Exception]) -> None:
     with pytest.raises(error):
         _c().json_rows(*args)
+
+
+BLOB_PART = st.sampled_from(
+    [b'{"d":', b"}", b'"m"', b'"m":1', b",", b'"', b"m", b"1", b'"x"', b"{", b'{"d":"m"}']
+)
+
+
+def _sliceable_both(buf: bytes, starts: list[int], ends: list[int]) -> list[list[bool]]:
+    a, e = np.array(starts, np.int64), np.array(ends, np.int64)
+    got = []
+    for fn in (segment_run.blobs_sliceable, segment_run.blobs_sliceable_py):
+        flags = fn(buf, a, e)
+        assert flags.dtype == np.bool_
+        got.append(flags.tolist())
+    return got
+
+
+@needs_native
+@settings(max_examples=400, deadline=None)
+@given(
+    blobs=st.lists(st.lists(BLOB_PART, max_size=8).map(b"".join), max_size=12),
+    gaps=st.lists(st.binary(max_size=4) | BLOB_PART, min_size=13, max_size=13),
+)
+def test_blobs_sliceable_agrees_with_its_twin(blobs: list[bytes], gaps: list[bytes]) -> None:
+    buf, starts, ends = bytearray(), [], []
+    for blob, gap in zip(blobs, gaps, strict=False):
+        buf += gap
+        starts.append(len(buf))
+        buf += blob
+        ends.append(len(buf))
+    buf += gaps[-1]
+    c, py = _sliceable_both(bytes(buf), starts, ends)
+    assert c == py
+    # and what the flag promises: `decode_blob` slices the blob (its middle bytes, no meta)
+    for i, ok in enumerate(c):
+        blob = bytes(buf[starts[i] : ends[i]])
+        if ok:
+            assert decode_blob(blob) == (blob[5:-1], None)
+
+
+@needs_native
+def test_blobs_sliceable_cases() -> None:
+    buf = b'{"d":1}{"d":"m"}{"d":1,"m":2}{"d":{"a":"xm"}}{"d":"'
+    starts, ends = [0, 7, 16, 29, 45], [7, 16, 29, 45, len(buf)]
+    assert _sliceable_both(buf, starts, ends) == [[True, False, False, True, False]] * 2
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize("span", [(-1, 3), (4, 2), (0, 99)])
+def test_blobs_sliceable_refuses_a_blob_outside_the_buffer(impl: str, span: tuple) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups is not built")
+    fn = segment_run.blobs_sliceable if impl == "c" else segment_run.blobs_sliceable_py
+    with pytest.raises(ValueError):
+        fn(b'{"d":1}' * 3, np.array([span[0]], np.int64), np.array([span[1]], np.int64))
