@@ -162,6 +162,88 @@ done:
     return out;
 }
 
+/* ---- segment_layout ---------------------------------------------------------------- */
+
+PyDoc_STRVAR(segment_layout_doc,
+"segment_layout(data, first_seq, offsets, lengths, checksums, cols, bits) -> bool\n\n"
+"Locate and verify every frame of a sealed segment's .data bytes in one pass. offsets and\n"
+"lengths (native int64, the .idx entries) must chain from 0 to len(data); each frame must\n"
+"pass every check seglog.core.segment_run.segment_layout makes (length prefix, section\n"
+"lengths, seq first_seq+i, flags, and its XXH3-64 checksum when checksums is true). Fills\n"
+"cols (a writable native int64 buffer of 6*n: rows ts, node_at, node_len, tag_len,\n"
+"blob_start, blob_end) and bits (n bytes: bit0 has_tag, bit1 has_node, bit2 deleted).\n"
+"Returns False at the first failing check, leaving the outputs undefined: the caller then\n"
+"runs the Python path, which names the error. Python twin: the numpy path of\n"
+"seglog.core.segment_run.segment_layout.");
+
+static PyObject *segment_layout(PyObject *self, PyObject *args) {
+    Py_buffer data, offsets, lengths, cols, bits;
+    unsigned long long first_seq;
+    int checksums;
+    if (!PyArg_ParseTuple(args, "y*Ky*y*py*w*", &data, &first_seq, &offsets, &lengths,
+                          &checksums, &cols, &bits))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = offsets.len / 8;
+    if (offsets.len % 8 || lengths.len != offsets.len || cols.len != 6 * 8 * n ||
+        bits.len < n || cols.readonly || bits.readonly) {
+        PyErr_SetString(PyExc_ValueError,
+                        "offsets and lengths must be int64 columns of one length n, cols 6*n int64, bits n bytes");
+        goto done;
+    }
+    {
+        const int64_t *off = (const int64_t *)offsets.buf, *len = (const int64_t *)lengths.buf;
+        const unsigned char *base = (const unsigned char *)data.buf;
+        const int64_t size = (int64_t)data.len;
+        int64_t *ts = (int64_t *)cols.buf, *node_at = ts + n, *node_len = ts + 2 * n,
+                *tag_len = ts + 3 * n, *blob_start = ts + 4 * n, *blob_end = ts + 5 * n;
+        unsigned char *bit = (unsigned char *)bits.buf;
+        int ok = n > 0;
+        int64_t at = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; ok && i < n; i++) {
+            int64_t o = off[i], l = len[i];
+            /* chained from 0, in bounds, at least a minimal frame (38 bytes) */
+            if (o != at || l < 38 || l > size - o) { ok = 0; break; }
+            at = o + l;
+            const unsigned char *f = base + o;
+            uint32_t frame_len = le32(f);
+            unsigned flags = f[4];
+            uint64_t seq = le64(f + 5);
+            uint16_t nl = le16(f + 21), tl = le16(f + 23);
+            uint32_t dl = le32(f + 25);
+            int64_t body_end = o + l - 9;
+            if ((int64_t)frame_len + 4 != l || o + 29 + (int64_t)nl + tl + dl != body_end ||
+                seq != (uint64_t)first_seq + (uint64_t)i || (flags & ~3u) ||
+                (!(flags & 2) && nl) || (!(flags & 1) && tl)) {
+                ok = 0;
+                break;
+            }
+            if (checksums && XXH3_64bits(f + 4, (size_t)(body_end - o - 4)) != le64(base + body_end)) {
+                ok = 0;
+                break;
+            }
+            ts[i] = (int64_t)le64(f + 13);
+            node_at[i] = o + 29;
+            node_len[i] = nl;
+            tag_len[i] = tl;
+            blob_start[i] = body_end - dl;
+            blob_end[i] = body_end;
+            bit[i] = (unsigned char)(flags | (base[o + l - 1] == 0xD5 ? 4 : 0));
+        }
+        if (ok && at != size) ok = 0;
+        Py_END_ALLOW_THREADS
+        result = PyBool_FromLong(ok);
+    }
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&offsets);
+    PyBuffer_Release(&lengths);
+    PyBuffer_Release(&cols);
+    PyBuffer_Release(&bits);
+    return result;
+}
+
 /* ---- blobs_sliceable --------------------------------------------------------------- */
 
 PyDoc_STRVAR(blobs_sliceable_doc,
@@ -890,6 +972,7 @@ static PyMethodDef methods[] = {
     {"gather_rows", gather_rows, METH_VARARGS, gather_rows_doc},
     {"label_codes", label_codes, METH_VARARGS, label_codes_doc},
     {"blobs_sliceable", blobs_sliceable, METH_VARARGS, blobs_sliceable_doc},
+    {"segment_layout", segment_layout, METH_VARARGS, segment_layout_doc},
     {"scan_wal_chunk", scan_wal_chunk, METH_VARARGS, scan_wal_chunk_doc},
     {"encode_segment", encode_segment, METH_VARARGS, encode_segment_doc},
     {"encode_segment_rows", encode_segment_rows, METH_VARARGS, encode_segment_rows_doc},

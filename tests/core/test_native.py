@@ -640,3 +640,32 @@ def test_blobs_sliceable_refuses_a_blob_outside_the_buffer(impl: str, span: tupl
     fn = segment_run.blobs_sliceable if impl == "c" else segment_run.blobs_sliceable_py
     with pytest.raises(ValueError):
         fn(b'{"d":1}' * 3, np.array([span[0]], np.int64), np.array([span[1]], np.int64))
+
+
+def _layout_outcome(fn: Any, data: bytes, first: int, idx: Any, checksums: bool) -> object:
+    try:
+        lay = fn(data, first, idx["offset"], idx["len"], checksums)
+    except (segment_format.SegmentCorruption, ValueError) as e:
+        return (type(e).__name__, str(e))
+    return {f: np.asarray(getattr(lay, f)).tolist() for f in lay.__dataclass_fields__} | {
+        "dtypes": [str(np.asarray(getattr(lay, f)).dtype) for f in lay.__dataclass_fields__]
+    }
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(cols=segment_columns(), damage=st.none() | st.tuples(st.integers(0), st.integers(1, 255)))
+def test_segment_layout_in_c_equals_the_numpy_path(
+    cols: tuple, damage: tuple[int, int] | None
+) -> None:
+    data, idx_bytes = segment_format.encode_columns_py(*cols)
+    if damage is not None:  # one byte of the data or of the index changed
+        at, xor = damage
+        target = bytearray(data + idx_bytes)
+        target[at % len(target)] ^= xor
+        data, idx_bytes = bytes(target[: len(data)]), bytes(target[len(data) :])
+    idx = segment_format.idx_view(idx_bytes)
+    for checksums in (True, False):
+        c = _layout_outcome(segment_run.segment_layout, data, cols[0], idx, checksums)
+        py = _layout_outcome(segment_run.segment_layout_py, data, cols[0], idx, checksums)
+        assert c == py

@@ -257,7 +257,37 @@ def segment_layout(
     """A whole `.data` file's frames located and verified as `iter_frames` verifies them
     (but for UTF-8, see `SegmentLayout`): the index's entries must chain from offset 0 to
     the end of the file (so every byte of it is in a verified frame), and each frame
-    passes `verify_run`'s checks (without `checksums`: all but the checksum)."""
+    passes `verify_run`'s checks (without `checksums`: all but the checksum). One C pass
+    when the speedups are built; a segment it refuses takes the path below, which names
+    the first bad frame."""
+    offsets = np.ascontiguousarray(offsets, np.int64)
+    lengths = np.ascontiguousarray(lengths, np.int64)
+    if speedups is not None:
+        n = len(offsets)
+        cols = np.empty((6, n), np.int64)
+        bits = np.empty(n, np.uint8)
+        if speedups.segment_layout(data, first_seq, offsets, lengths, checksums, cols, bits):
+            ts, node_at, node_len, tag_len, blob_start, blob_end = cols
+            return SegmentLayout(
+                first_seq,
+                ts.view(np.uint64),
+                (bits & 4) != 0,
+                (bits & FLAG_NODE) != 0,
+                (bits & FLAG_TAG) != 0,
+                node_at,
+                node_len,
+                node_at + node_len,
+                tag_len,
+                blob_start,
+                blob_end,
+            )
+    return segment_layout_py(data, first_seq, offsets, lengths, checksums)
+
+
+def segment_layout_py(
+    data: bytes, first_seq: int, offsets: Ints, lengths: Ints, checksums: bool = True
+) -> SegmentLayout:
+    """`segment_layout` over numpy columns (its twin; raises the precise error)."""
     offsets = offsets.astype(np.int64, copy=False)
     lengths = lengths.astype(np.int64, copy=False)
     if not _chained(data, offsets, lengths):
