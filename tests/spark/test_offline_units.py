@@ -557,3 +557,36 @@ def test_a_corrupt_segment_no_task_reads_still_fails_the_read(tmp_path: Path) ->
                 next(p for p in parts if isinstance(p, SegmentPartition) and first in p.slices),
             )
         )
+
+
+@pytest.mark.parametrize("max_rows, max_bytes", [(120, 1 << 30), (1 << 20, 1)])
+def test_segments_travel_joined_in_batches_of_about_the_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_rows: int, max_bytes: int
+) -> None:
+    e = Engine(options(tmp_path))
+    e.open()
+    e.put_topic("s", TopicConfig())
+    for k in range(8):  # 8 segments of 50; the last four carry meta (decoded record by record)
+        e.write("s", [RecordIn.of({"i": i}, meta={"k": k} if k >= 4 else None, tag="t")
+                      for i in range(50 * k, 50 * k + 50)])  # fmt: skip
+    seal_all(e)
+    e.delete_records("s", seqs=[7, 160])
+    e.close()
+    monkeypatch.setattr(files, "ARROW_BATCH_ROWS", max_rows)
+    monkeypatch.setattr(files, "ARROW_BATCH_BYTES", max_bytes)
+    opts = parse_files_options(
+        {"path": str(tmp_path / "data"), "coldPath": str(tmp_path / "cold"), "topics": "s"}
+    )
+    schema = arrow_schema(SPARK_SCHEMA)
+    parts = plan(opts, _now())
+    assert [type(p) for p in parts] == [SegmentPartition]
+    batches = list(read_segment(opts, schema, parts[0]))
+    assert all(b.schema.equals(schema) and len(b) <= min(max_rows, 50 * 8) for b in batches)
+    seqs = [s for b in batches for s in b.column("seq").to_pylist()]
+    assert seqs == [s for s in range(1, 401) if s not in (7, 160)]
+    metas = [m for b in batches for m in b.column("meta").to_pylist()]
+    assert metas == [None if s <= 200 else f'{{"k":{(s - 1) // 50}}}' for s in seqs]
+    if max_bytes == 1:  # each segment its own batch
+        assert [len(b) for b in batches] == [49, 50, 50, 49, 50, 50, 50, 50]
+    else:  # joined, then cut at the row limit
+        assert [len(b) for b in batches] == [120, 29, 120, 29, 100]

@@ -64,6 +64,9 @@ from seglog.spark.schema import (
 log = logging.getLogger("seglog.spark")
 
 ARROW_BATCH_ROWS = 65_536
+# Segments are joined into one batch up to this many bytes of columns (a segment alone may
+# hold more: up to its 64 MiB seal trigger).
+ARROW_BATCH_BYTES = 32 << 20
 # Tails of at most this many records (all topics together) travel inside the partitions;
 # larger ones are re-derived by a replay on an executor.
 EMBED_TAIL_RECORDS = 100_000
@@ -325,14 +328,33 @@ def _relocated(opts: FilesOptions, topic_id: int, first_seq: int) -> Any | None:
 def read_segment(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition
 ) -> Iterator[pa.RecordBatch]:
-    """The partition's live records, segment by segment."""
+    """The partition's live records, segment by segment, in batches of about
+    `ARROW_BATCH_ROWS` (or `ARROW_BATCH_BYTES`): a segment holds 10,000 records by
+    default, and Spark pays per batch it takes from a Python source."""
+    pending: list[pa.Table] = []
+    rows = size = 0
     for s in p.slices:
-        yield from _read_slice(opts, schema, p, s)
+        table = _read_slice(opts, p, s)
+        if table is None:
+            continue
+        pending.append(table)
+        rows += len(table)
+        size += table.nbytes
+        if rows >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
+            yield from _batches(schema, p.topic, pending)
+            pending, rows, size = [], 0, 0
+    yield from _batches(schema, p.topic, pending)
 
 
-def _read_slice(
-    opts: FilesOptions, schema: pa.Schema, p: SegmentPartition, s: SegmentSlice
-) -> Iterator[pa.RecordBatch]:
+def _batches(schema: pa.Schema, topic: str, tables: list[pa.Table]) -> Iterator[pa.RecordBatch]:
+    if not tables:
+        return
+    joined = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
+    for chunk in joined.to_batches(max_chunksize=ARROW_BATCH_ROWS):
+        yield page_batch(schema, topic, pa.Table.from_batches([chunk]), MAX_SEQ)
+
+
+def _read_slice(opts: FilesOptions, p: SegmentPartition, s: SegmentSlice) -> pa.Table | None:
     """The live records of one sealed segment, built column by column from the segment's
     bytes (every frame verified, also those not returned): gathered by Arrow from the
     bytes (`segment_table`) when every returned payload is in the sliced form, else
@@ -363,10 +385,7 @@ def _read_slice(
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    if not len(rows):
-        return
-    for chunk in table.to_batches(max_chunksize=ARROW_BATCH_ROWS):
-        yield page_batch(schema, p.topic, pa.Table.from_batches([chunk]), MAX_SEQ)
+    return table if len(rows) else None
 
 
 def _table_of_columns(cols: Any, rows: npt.NDArray[np.int64], include_meta: bool) -> pa.Table:
