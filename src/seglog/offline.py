@@ -39,7 +39,7 @@ from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
 from seglog.storage.fs import Fs, ReadOnlyFs, RealFs
-from seglog.storage.segment import SegmentInfo, SegmentStore, list_topic_segments
+from seglog.storage.segment import SegmentInfo, SegmentStore
 from seglog.storage.snapshot import SealedSegmentMissingError, snapshot_ids
 
 Ranges = tuple[tuple[int, int], ...]  # inclusive (first, last) seq runs, ascending
@@ -227,7 +227,7 @@ class OfflineDir:
     def _segments(self, topic_id: int) -> list[SegmentInfo]:
         infos = self._listed.get(topic_id)
         if infos is None:
-            infos = list_topic_segments(self.root, topic_id, self.cold_root, self.fs)
+            infos = self._sealed.listed(topic_id)
             self._listed[topic_id] = infos
         return infos
 

@@ -420,6 +420,11 @@ class SealedReader:
             self._listed[topic_id] = infos
         return infos
 
+    def listed(self, topic_id: int) -> list[SegmentInfo]:
+        """The topic's complete segments as first listed here, by first seq (a listing of
+        thousands of files costs tens of ms: its other readers share this one)."""
+        return list(self._segments(topic_id).values())
+
     def topic_gone(self, topic_id: int) -> bool:
         """Whether the topic has no segment directory in either tier (deleted)."""
         name = topic_dir_name(topic_id)
