@@ -418,3 +418,28 @@ def test_liveness_agrees_with_is_live(
     t.expiry_floor = expired  # a TTL watermark whose slots are not popped yet
     live = t.liveness()
     assert [live(s) for s in range(-2, n + 5)] == [t.is_live(s) for s in range(-2, n + 5)]
+
+
+@pytest.mark.parametrize("durability", [Durability.DISK, Durability.FSYNC])
+def test_a_job_whose_ack_is_in_flight_is_not_claimed_again(durability: Durability) -> None:
+    """SEMANTICS §10.4, §10.8: an ack drops the lease before its delete lands. After a
+    restart the claim cursor walks from seq 1 again, past jobs whose durable leases were
+    replayed: a claim arriving between the ack and its delete must not lease them anew."""
+    fs = FaultFs()
+    e = open_engine(fs)
+    e.put_topic("q", queue(durability=durability, leases_durable=True, lease_ms=600_000))
+    jobs(e, "q", 20)
+    assert claim(e, "q", "a", 10) == list(range(1, 11))
+    e.close(snapshot=False)
+    e = open_engine(fs)  # the leases replayed, the claim cursor back at 1
+    try:
+        pending = e.queues.ack_begin("q", "a", list(range(1, 11)), [])
+        assert pending.done == list(range(1, 11)) and pending.delete is not None
+        assert not pending.delete.applied  # the delete has not landed yet
+        assert claim(e, "q", "b", 100) == list(range(11, 21))  # not the jobs being acked
+        e.drain(pending.delete)
+        assert e.queues.ack_finish(pending).done == list(range(1, 11))
+        assert claim(e, "q", "b", 100) == []
+        assert sorted(read_all(e, "q")) == list(range(11, 21))
+    finally:
+        e.close(snapshot=False)

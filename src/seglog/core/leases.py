@@ -99,8 +99,8 @@ class LeaseBook:
         "_deadlines",
         "_delay_at",
         "_delayed",
-        "_diverting",
         "_in_reclaim",
+        "_leaving",
         "_reclaim",
         "claim_cursor",
         "dead_lettered",
@@ -122,10 +122,11 @@ class LeaseBook:
         self._delay_at: dict[int, int] = {}  # the current delay of each delayed seq
         self._deadlines: list[tuple[int, int, int]] = []  # (deadline, seq, lease_id), may be stale
         self._by_conn: dict[int, set[int]] = {}
-        # Jobs a claim pass chose to dead-letter, until their copy and delete land (or
-        # fail): still live meanwhile, and after a restart the claim cursor walks from 1
-        # again, so without this the same pass could lease a job it is diverting.
-        self._diverting: set[int] = set()
+        # Jobs on their way out: chosen by a claim pass for the dead-letter topic, or acked,
+        # until their delete lands (or fails). Still live meanwhile, and after a restart the
+        # claim cursor walks from 1 again, so without this a claim could lease a job that is
+        # being dead-lettered or was just acked (SEMANTICS §10.4, §10.8).
+        self._leaving: set[int] = set()
 
     # ---- queries ------------------------------------------------------------------------
     def held_by_conn(self, conn: int) -> int:
@@ -205,7 +206,7 @@ class LeaseBook:
                 # its count stays until the copy lands (`diverted`): if the append fails,
                 # every later pass tries the dead letter again (SEMANTICS §10.1, §10.6)
                 self.dead_lettered += 1
-                self._diverting.add(seq)
+                self._leaving.add(seq)
                 out.dead.append(seq)
                 continue
             pos %= len(turn)
@@ -241,26 +242,31 @@ class LeaseBook:
 
     def _available(self, seq: int, live: Live) -> bool:
         return not (
-            seq in self.leases or seq in self._delay_at or seq in self._diverting or not live(seq)
+            seq in self.leases or seq in self._delay_at or seq in self._leaving or not live(seq)
         )
 
     def diverted(self, seqs: Sequence[int]) -> None:
         """The dead-letter copies of `seqs` were written and the jobs deleted."""
-        self._diverting.difference_update(seqs)
+        self._leaving.difference_update(seqs)
         for seq in seqs:
             self.deliveries.pop(seq, None)
+
+    def acked(self, seqs: Sequence[int]) -> None:
+        """The deletes of the acked jobs `seqs` landed."""
+        self._leaving.difference_update(seqs)
 
     def undo_dead_letter(self, seqs: Sequence[int]) -> None:
         """The dead-letter append failed: the jobs are due again, the dead-letter counter
         rolls back, and their delivery counts stand, so the next pass diverts them again
         (at-least-once, SEMANTICS §10.6)."""
         self.dead_lettered -= len(seqs)
-        self._diverting.difference_update(seqs)
+        self._leaving.difference_update(seqs)
         for seq in seqs:
             self._push_reclaim(seq)
 
     def requeue(self, seqs: Sequence[int]) -> None:
         """Acked jobs whose delete failed become claimable again (SEMANTICS §10.4)."""
+        self._leaving.difference_update(seqs)
         for seq in seqs:
             if seq not in self.leases:
                 self._push_reclaim(seq)
@@ -298,10 +304,12 @@ class LeaseBook:
 
     def ack(self, node: str, seqs: Sequence[int], fences: Sequence[int], now: int) -> Settled:
         """The lease and the delivery count go; deleting the job from the jobs log is the
-        caller's part."""
+        caller's part, which ends with `acked` (or `requeue` if the delete failed): until
+        then no claim takes the job."""
 
         def act(seq: int, lease: Lease) -> LeaseEvent:
             self._drop_lease(seq, lease)
+            self._leaving.add(seq)
             d = self.deliveries.pop(seq, 0)
             return LeaseEvent(LEASE_ACKED, seq, lease.lease_id, 0, d, node)
 

@@ -307,7 +307,7 @@ class Queues:
             with a.topic.lock:
                 book_of(a.topic).requeue(a.done)  # not deleted: claimable again
             raise op.error
-        res = self._settled(a.topic, a.done, a.skipped, a.now, {}, a.conns)
+        res = self._settled(a.topic, a.done, a.skipped, a.now, {}, a.conns, acked=True)
         if op is not None and a.topic.config.durability is Durability.FSYNC:
             res = replace(res, fsync_ms=op.commit.fsync_ms)
         return res
@@ -378,8 +378,11 @@ class Queues:
         now: int,
         dl: dict[int, int],
         conns: set[int],
+        acked: bool = False,
     ) -> SettleResult:
         with t.lock:
+            if acked and done:  # their deletes landed
+                book_of(t).acked(done)
             c = counts_of(t, now)
         return SettleResult(t.name, done, skipped, c.ready, c.in_flight, dl, conns)
 
