@@ -5,6 +5,7 @@ records no segment holds, checksum failures."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import orjson
@@ -149,6 +150,10 @@ def test_offline_reads_only_live_sealed_records(
     segs_9 = [(p.topic, p.first_seq) for p in parts_9 if isinstance(p, SegmentPartition)]
     assert segs_9 == [("a", 11), ("a", 21), ("b", 1)]  # 7 + 10 live > 9: apart
     assert read_all(parse_files_options(per_segment)) == read_all(opts)
+    by_bytes = {"path": str(hot), "coldPath": str(cold), "maxBytesPerPartition": "1"}
+    parts_b = plan(parse_files_options(by_bytes), NOW)
+    segs_b = [(p.topic, p.first_seq) for p in parts_b if isinstance(p, SegmentPartition)]
+    assert segs_b == [("a", 11), ("a", 21), ("b", 1)]  # every segment over 1 byte: apart
     if embed:
         (rows_part,) = [p for p in parts if isinstance(p, TailRows)]
         assert (rows_part.topic, rows_part.seq) == ("a", (31, 32))  # the active tail
@@ -173,18 +178,33 @@ def test_offline_checksum_mismatch_fails(tmp_path: Path) -> None:
         read_all(parse_files_options({"path": str(hot), "coldPath": str(cold), "topics": "a"}))
 
 
-@given(st.lists(st.integers(0, 30), max_size=12), st.integers(1, 40))
-def test_group_slices_keeps_order_and_budget(counts: list[int], budget: int) -> None:
+@given(
+    st.lists(st.tuples(st.integers(0, 30), st.integers(1, 500)), max_size=12),
+    st.integers(1, 40),
+    st.integers(1, 1_000),
+)
+def test_group_slices_keeps_order_and_budgets(
+    segs: list[tuple[int, int]], budget: int, byte_budget: int
+) -> None:
     slices = [
         files.SegmentSlice(
-            i * 100 + 1, i * 100 + 100, None, ((i * 100 + 1, i * 100 + n),) if n else ()
+            i * 100 + 1,
+            i * 100 + 100,
+            SimpleNamespace(data_bytes=size),
+            ((i * 100 + 1, i * 100 + n),) if n else (),
         )
-        for i, n in enumerate(counts)
+        for i, (n, size) in enumerate(segs)
     ]
-    groups = files.group_slices(slices, budget)
+    groups = files.group_slices(slices, budget, byte_budget)
     assert [s for g in groups for s in g] == slices
-    sizes = [sum(s.live_count for s in g) for g in groups]
-    assert all(size <= budget or len(g) == 1 for g, size in zip(groups, sizes, strict=True))
-    assert all(  # greedy: the next slice did not fit
-        sizes[k] + groups[k + 1][0].live_count > budget for k in range(len(groups) - 1)
+    counts = [sum(s.live_count for s in g) for g in groups]
+    sizes = [sum(s.segment.data_bytes for s in g) for g in groups]
+    assert all(
+        (n <= budget and b <= byte_budget) or len(g) == 1
+        for g, n, b in zip(groups, counts, sizes, strict=True)
+    )
+    assert all(  # greedy: the next slice did not fit one budget or the other
+        counts[k] + groups[k + 1][0].live_count > budget
+        or sizes[k] + groups[k + 1][0].segment.data_bytes > byte_budget
+        for k in range(len(groups) - 1)
     )

@@ -88,7 +88,8 @@ class SegmentSlice:
 @dataclass(frozen=True)
 class SegmentPartition(InputPartition):  # type: ignore[misc]
     """Consecutive sealed segments of one topic: up to `maxRecordsPerPartition` live
-    records (a segment is never split), so a task's fixed cost is spread over many rows."""
+    records and `maxBytesPerPartition` bytes of segment files (a segment is never split),
+    so a task's fixed cost is spread over many rows."""
 
     topic: str
     topic_id: int
@@ -186,7 +187,9 @@ def plan(opts: FilesOptions, now_ms: int, pushed: Pushed | None = None) -> list[
         ]
         parts += [
             SegmentPartition(t.name, t.topic_id, group)
-            for group in group_slices(slices, opts.max_records_per_partition)
+            for group in group_slices(
+                slices, opts.max_records_per_partition, opts.max_bytes_per_partition
+            )
         ]
         if t.tail:
             tails.append(TailTopic(t.name, t.topic_id, t.head, t.tail))
@@ -200,19 +203,22 @@ def plan(opts: FilesOptions, now_ms: int, pushed: Pushed | None = None) -> list[
     return parts
 
 
-def group_slices(slices: list[SegmentSlice], budget: int) -> list[tuple[SegmentSlice, ...]]:
-    """Consecutive slices in groups of at most `budget` live records (a slice over the
-    budget alone), in order."""
+def group_slices(
+    slices: list[SegmentSlice], records: int, size: int = MAX_SEQ
+) -> list[tuple[SegmentSlice, ...]]:
+    """Consecutive slices in groups of at most `records` live records and `size` bytes of
+    segment files (a slice over either budget alone), in order."""
     groups: list[tuple[SegmentSlice, ...]] = []
     current: list[SegmentSlice] = []
-    size = 0
+    count = used = 0
     for s in slices:
-        n = s.live_count
-        if current and size + n > budget:
+        n, b = s.live_count, s.segment.data_bytes
+        if current and (count + n > records or used + b > size):
             groups.append(tuple(current))
-            current, size = [], 0
+            current, count, used = [], 0, 0
         current.append(s)
-        size += n
+        count += n
+        used += b
     if current:
         groups.append(tuple(current))
     return groups

@@ -103,6 +103,13 @@ class ConnOptions:
     retries: int = 5
 
 
+# A Spark task of a Python data source costs ~90 ms before it reads a row (measured on
+# `local[2]`, BENCHMARKS.md, stop 38): partitions must be large for that to vanish. The byte
+# budget is Spark's own for files (`spark.sql.files.maxPartitionBytes`).
+RECORDS_PER_PARTITION = 1_000_000
+BYTES_PER_PARTITION = 128 << 20
+
+
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
     conn: ConnOptions
@@ -110,7 +117,7 @@ class ReadOptions:
     starting: Position
     ending: Position
     min_partitions: int = 1
-    max_records_per_partition: int = 50_000
+    max_records_per_partition: int = RECORDS_PER_PARTITION
     max_records_per_trigger: int | None = None
     fail_on_data_loss: bool = True
     data_schema: str | None = None
@@ -128,7 +135,8 @@ class FilesOptions:
     data_schema: str | None = None
     include_meta: bool = True
     require_stopped: bool = False  # refuse a directory a running server holds
-    max_records_per_partition: int = 250_000  # live records of whole segments per task
+    max_records_per_partition: int = RECORDS_PER_PARTITION  # live records of whole segments
+    max_bytes_per_partition: int = BYTES_PER_PARTITION  # segment file bytes per task
 
 
 class DataFormat(enum.Enum):
@@ -337,7 +345,10 @@ def parse_read_options(raw: Mapping[str, str], *, streaming: bool) -> ReadOption
             "minPartitions", _get(opts, "minPartitions"), 1, minimum=1, maximum=100_000
         ),
         max_records_per_partition=parse_int(
-            "maxRecordsPerPartition", _get(opts, "maxRecordsPerPartition"), 50_000, minimum=1
+            "maxRecordsPerPartition",
+            _get(opts, "maxRecordsPerPartition"),
+            RECORDS_PER_PARTITION,
+            minimum=1,
         ),
         max_records_per_trigger=None
         if mrpt_raw is None
@@ -393,7 +404,16 @@ def parse_files_options(raw: Mapping[str, str]) -> FilesOptions:
         include_meta=parse_bool("includeMeta", _get(opts, "includeMeta"), True),
         require_stopped=parse_bool("requireStopped", _get(opts, "requireStopped"), False),
         max_records_per_partition=parse_int(
-            "maxRecordsPerPartition", _get(opts, "maxRecordsPerPartition"), 250_000, minimum=1
+            "maxRecordsPerPartition",
+            _get(opts, "maxRecordsPerPartition"),
+            RECORDS_PER_PARTITION,
+            minimum=1,
+        ),
+        max_bytes_per_partition=parse_int(
+            "maxBytesPerPartition",
+            _get(opts, "maxBytesPerPartition"),
+            BYTES_PER_PARTITION,
+            minimum=1,
         ),
     )
 
