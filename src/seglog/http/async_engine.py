@@ -10,6 +10,7 @@ engine state themselves.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -19,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from seglog.core.leases import Claimer
 from seglog.engine.aio import finish_op, finish_write
 from seglog.engine.engine import Engine
-from seglog.engine.queues import ClaimResult, Job, SettleResult
+from seglog.engine.queues import ClaimResult, Job, PendingAck, SettleResult
 from seglog.engine.stats import EngineStats
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.claim_cohorts import ClaimCohorts
@@ -39,6 +40,8 @@ from seglog.model import (
 from seglog.router_model import DropRouterResult, PutRouterResult, RouterInfo, RouterSpec
 
 T = TypeVar("T")
+# Tasks that settle an ack whose request was cancelled (held so they are not collected).
+_background: set[asyncio.Future[None]] = set()
 
 # Reads of more records than this (the JSON diff's largest page) run in a worker thread.
 BIG_READ = MAX_DIFF_LIMIT
@@ -206,8 +209,23 @@ class AsyncEngine:
         q = self.engine.queues
         a = q.ack_begin(name, node, seqs, fences)
         if a.delete is not None:
-            await finish_op(self.engine, a.delete)
+            try:
+                await finish_op(self.engine, a.delete)
+            except asyncio.CancelledError:
+                # The delete lands (or fails) without us: settle the jobs then, or a failed
+                # delete would leave them unclaimable until a restart.
+                _background.add(task := asyncio.ensure_future(self._ack_later(a)))
+                task.add_done_callback(_background.discard)
+                raise
         return q.ack_finish(a)
+
+    async def _ack_later(self, a: PendingAck) -> None:
+        assert a.delete is not None
+        await finish_op(self.engine, a.delete)
+        try:
+            self.engine.queues.ack_finish(a)
+        except SeglogError:
+            pass  # the jobs are claimable again; nobody is left to tell
 
     def nack(
         self, name: str, node: str, seqs: list[int], fences: list[int], delay_ms: int
