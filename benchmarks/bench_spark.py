@@ -325,7 +325,9 @@ def main() -> int:
             proc.kill()
         shutil.rmtree(base, ignore_errors=True)
     ceiling_s = min(dt for label, _, dt in results if label.startswith("py-ceiling"))
-    print(f"\n{n:,d} records, master {a.master}, {parts} partitions / parquet files")
+    print(
+        f"\n{n:,d} records, master {a.master}; the ceiling's partitions and parquet files: {parts}"
+    )
     print(
         "| path | records | seconds | records/s | × py-ceiling |\n| --- | ---: | ---: | ---: | ---: |"
     )

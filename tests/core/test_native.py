@@ -645,7 +645,7 @@ def test_blobs_sliceable_refuses_a_blob_outside_the_buffer(impl: str, span: tupl
 def _layout_outcome(fn: Any, data: bytes, first: int, idx: Any, checksums: bool) -> object:
     try:
         lay = fn(data, first, idx["offset"], idx["len"], checksums)
-    except (segment_format.SegmentCorruption, ValueError) as e:
+    except (segment_format.SegmentCorruption, ValueError, OverflowError) as e:
         return (type(e).__name__, str(e))
     return {f: np.asarray(getattr(lay, f)).tolist() for f in lay.__dataclass_fields__} | {
         "dtypes": [str(np.asarray(getattr(lay, f)).dtype) for f in lay.__dataclass_fields__]
@@ -669,3 +669,19 @@ def test_segment_layout_in_c_equals_the_numpy_path(
         c = _layout_outcome(segment_run.segment_layout, data, cols[0], idx, checksums)
         py = _layout_outcome(segment_run.segment_layout_py, data, cols[0], idx, checksums)
         assert c == py
+
+
+@needs_native
+@pytest.mark.parametrize(
+    ("first", "given"),
+    [(5, np.int64(5)), (5, 5 + 2**64), (5, -2), (2**64 - 2, 2**64 - 2), (2**64 - 2, -2)],
+)
+def test_segment_layout_leaves_odd_first_seqs_to_the_numpy_path(first: int, given: Any) -> None:
+    """The C call takes a u64; any other first seq gets the twin's answer, not a wrap."""
+    data, idx_bytes = segment_format.encode_columns_py(
+        first, [1, 2], [None, "n"], ["t", None], [b'{"d":1}', b'{"d":2}'], [0, 0]
+    )
+    idx = segment_format.idx_view(idx_bytes)
+    c = _layout_outcome(segment_run.segment_layout, data, given, idx, True)
+    py = _layout_outcome(segment_run.segment_layout_py, data, given, idx, True)
+    assert c == py

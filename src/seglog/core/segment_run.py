@@ -44,6 +44,7 @@ _BLOB_OPEN = np.frombuffer(b'{"d":', np.uint8)
 _CLOSE = ord("}")
 
 Ints = npt.NDArray[np.int64]
+_U64 = 2**64 - 1
 
 
 def verify_run(chunk: bytes, first_seq: int, offsets: Ints, lengths: Ints) -> tuple[Ints, Ints]:
@@ -262,8 +263,8 @@ def segment_layout(
     the first bad frame."""
     offsets = np.ascontiguousarray(offsets, np.int64)
     lengths = np.ascontiguousarray(lengths, np.int64)
-    if speedups is not None:
-        n = len(offsets)
+    n = len(offsets)
+    if speedups is not None and isinstance(first_seq, int) and 0 <= first_seq <= _U64 - n:
         cols = np.empty((6, n), np.int64)
         bits = np.empty(n, np.uint8)
         if speedups.segment_layout(data, first_seq, offsets, lengths, checksums, cols, bits):

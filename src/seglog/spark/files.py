@@ -64,8 +64,8 @@ from seglog.spark.schema import (
 log = logging.getLogger("seglog.spark")
 
 ARROW_BATCH_ROWS = 65_536
-# Segments are joined into one batch up to this many bytes of columns (a segment alone may
-# hold more: up to its 64 MiB seal trigger).
+# Segments are joined into one batch until their columns reach this many bytes (the last
+# one may take it past: a segment alone holds up to its 64 MiB seal trigger).
 ARROW_BATCH_BYTES = 32 << 20
 # Tails of at most this many records (all topics together) travel inside the partitions;
 # larger ones are re-derived by a replay on an executor.
@@ -334,9 +334,10 @@ def _relocated(opts: FilesOptions, topic_id: int, first_seq: int) -> Any | None:
 def read_segment(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition
 ) -> Iterator[pa.RecordBatch]:
-    """The partition's live records, segment by segment, in batches of about
-    `ARROW_BATCH_ROWS` (or `ARROW_BATCH_BYTES`): a segment holds 10,000 records by
-    default, and Spark pays per batch it takes from a Python source."""
+    """The partition's live records, segment by segment, joined into batches until they
+    reach `ARROW_BATCH_ROWS` rows or `ARROW_BATCH_BYTES` (then cut at the row limit; a
+    batch may pass the byte limit by one segment's columns): a segment holds 10,000
+    records by default, and Spark pays per batch it takes from a Python source."""
     pending: list[pa.Table] = []
     rows = size = 0
     for s in p.slices:
