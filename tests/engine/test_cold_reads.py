@@ -43,13 +43,19 @@ def options(tmp_path: Path) -> EngineOptions:
     )
 
 
-def test_a_stalled_cold_read_blocks_neither_writers_nor_hot_readers(tmp_path: Path) -> None:
+def sealed_segments(tmp_path: Path, segments: int) -> Engine:
+    """An open engine whose topic `t` holds `segments` sealed segments of 10 records."""
     e = Engine(options(tmp_path), clock=ManualClock())
     e.open()
     e.put_topic("t", TopicConfig())
-    for i in range(4):
+    for i in range(segments):
         e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
         seal_topic(e, e.topics["t"], force=True)
+    return e
+
+
+def test_a_stalled_cold_read_blocks_neither_writers_nor_hot_readers(tmp_path: Path) -> None:
+    e = sealed_segments(tmp_path, 4)
     assert relocate_cold(e, e.topics["t"]) == 3  # seqs 1..30 cold, 31..40 hot
     e.close(snapshot=True)
 
@@ -174,12 +180,7 @@ def cold_files(tmp_path: Path) -> list[str]:
 
 @pytest.mark.parametrize("at", ["read", "installed"])
 def test_a_segment_dropped_while_it_moves_leaves_no_cold_copy(tmp_path: Path, at: str) -> None:
-    e = Engine(options(tmp_path), clock=ManualClock())
-    e.open()
-    e.put_topic("t", TopicConfig())
-    for i in range(3):
-        e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
-        seal_topic(e, e.topics["t"], force=True)
+    e = sealed_segments(tmp_path, 3)
     drop_first = lambda: e.delete_records("t", before_seq=11)  # noqa: E731  (segment 1..10)
     with DropDuringMove(e, at, drop_first) as hook:
         assert relocate_cold(e, e.topics["t"]) == 1  # 11..20 moved; 1..10 was dropped
@@ -197,12 +198,7 @@ def test_a_segment_dropped_while_it_moves_leaves_no_cold_copy(tmp_path: Path, at
 
 
 def test_a_topic_deleted_while_its_segment_moves_leaves_no_files(tmp_path: Path) -> None:
-    e = Engine(options(tmp_path), clock=ManualClock())
-    e.open()
-    e.put_topic("t", TopicConfig())
-    for i in range(2):
-        e.write("t", [RecordIn.of({"i": i * 10 + j}) for j in range(10)])
-        seal_topic(e, e.topics["t"], force=True)
+    e = sealed_segments(tmp_path, 2)
     t = e.topics["t"]
     with DropDuringMove(e, "installed", lambda: e.drop_topic("t")):
         assert relocate_cold(e, t) == 0
