@@ -27,6 +27,15 @@ static inline uint64_t le64(const unsigned char *p) {
     return (uint64_t)le32(p) | ((uint64_t)le32(p + 4) << 32);
 }
 
+/* Whether buf[lo:hi] lies in a buffer of `size` bytes (callable without the GIL), and the
+ * error of the first slice that does not (with the GIL). */
+static inline int inside(int64_t lo, int64_t hi, int64_t size) { return lo >= 0 && lo <= hi && hi <= size; }
+
+static void outside_error(const char *what, Py_ssize_t i, int64_t lo, int64_t hi, Py_ssize_t size) {
+    PyErr_Format(PyExc_ValueError, "%s %zd [%lld:%lld] is outside a buffer of %zd bytes", what, i,
+                 (long long)lo, (long long)hi, size);
+}
+
 /* ---- xxh3_slices ------------------------------------------------------------------- */
 
 PyDoc_STRVAR(xxh3_slices_doc,
@@ -58,7 +67,7 @@ static PyObject *xxh3_slices(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
             int64_t lo = a[i], hi = b[i];
-            if (lo < 0 || lo > hi || hi > size) {
+            if (!inside(lo, hi, size)) {
                 bad = i, bad_a = lo, bad_b = hi;
                 break;
             }
@@ -66,8 +75,7 @@ static PyObject *xxh3_slices(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
         if (bad >= 0) {
-            PyErr_Format(PyExc_ValueError, "slice %zd [%lld:%lld] is outside a buffer of %zd bytes",
-                         bad, (long long)bad_a, (long long)bad_b, buf.len);
+            outside_error("slice", bad, bad_a, bad_b, buf.len);
             goto done;
         }
     }
@@ -100,9 +108,8 @@ static PyObject *byte_slices(PyObject *self, PyObject *args) {
     }
     const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (a[i] < 0 || a[i] > b[i] || b[i] > (int64_t)buf.len) {
-            PyErr_Format(PyExc_ValueError, "slice %zd [%lld:%lld] is outside a buffer of %zd bytes",
-                         i, (long long)a[i], (long long)b[i], buf.len);
+        if (!inside(a[i], b[i], (int64_t)buf.len)) {
+            outside_error("slice", i, a[i], b[i], buf.len);
             goto done;
         }
     }
@@ -273,7 +280,7 @@ static PyObject *blobs_sliceable(PyObject *self, PyObject *args) {
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
             int64_t lo = a[i], hi = b[i];
-            if (lo < 0 || lo > hi || hi > size) {
+            if (!inside(lo, hi, size)) {
                 bad = i, bad_a = lo, bad_b = hi;
                 break;
             }
@@ -291,8 +298,7 @@ static PyObject *blobs_sliceable(PyObject *self, PyObject *args) {
         }
         Py_END_ALLOW_THREADS
         if (bad >= 0) {
-            PyErr_Format(PyExc_ValueError, "blob %zd [%lld:%lld] is outside a buffer of %zd bytes",
-                         bad, (long long)bad_a, (long long)bad_b, buf.len);
+            outside_error("blob", bad, bad_a, bad_b, buf.len);
             goto done;
         }
     }
