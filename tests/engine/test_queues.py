@@ -420,8 +420,19 @@ def test_liveness_agrees_with_is_live(
     assert [live(s) for s in range(-2, n + 5)] == [t.is_live(s) for s in range(-2, n + 5)]
 
 
-@pytest.mark.parametrize("durability", [Durability.DISK, Durability.FSYNC])
-def test_a_job_whose_ack_is_in_flight_is_not_claimed_again(durability: Durability) -> None:
+@pytest.mark.parametrize(
+    ("durability", "restart"),
+    [
+        (Durability.DISK, "clean"),
+        (Durability.DISK, "process"),
+        (Durability.FSYNC, "clean"),
+        (Durability.FSYNC, "process"),
+        (Durability.FSYNC, "power"),  # a `disk` lease may not outlive a power cut
+    ],
+)
+def test_a_job_whose_ack_is_in_flight_is_not_claimed_again(
+    durability: Durability, restart: str
+) -> None:
     """SEMANTICS §10.4, §10.8: an ack drops the lease before its delete lands. After a
     restart the claim cursor walks from seq 1 again, past jobs whose durable leases were
     replayed: a claim arriving between the ack and its delete must not lease them anew."""
@@ -430,16 +441,23 @@ def test_a_job_whose_ack_is_in_flight_is_not_claimed_again(durability: Durabilit
     e.put_topic("q", queue(durability=durability, leases_durable=True, lease_ms=600_000))
     jobs(e, "q", 20)
     assert claim(e, "q", "a", 10) == list(range(1, 11))
-    e.close(snapshot=False)
+    if restart == "clean":
+        e.close(snapshot=False)
+    else:
+        e.write("q", [RecordIn.of("barrier")])  # fsync: the leases before it are durable
+        crashed = image(fs, restart)  # type: ignore[arg-type]
+        abandon(e, fs)
+        fs = crashed
     e = open_engine(fs)  # the leases replayed, the claim cursor back at 1
     try:
         pending = e.queues.ack_begin("q", "a", list(range(1, 11)), [])
         assert pending.done == list(range(1, 11)) and pending.delete is not None
         assert not pending.delete.applied  # the delete has not landed yet
-        assert claim(e, "q", "b", 100) == list(range(11, 21))  # not the jobs being acked
+        fresh = list(range(11, 21 if restart == "clean" else 22))  # and the barrier
+        assert claim(e, "q", "b", 100) == fresh  # not the jobs being acked
         e.drain(pending.delete)
         assert e.queues.ack_finish(pending).done == list(range(1, 11))
         assert claim(e, "q", "b", 100) == []
-        assert sorted(read_all(e, "q")) == list(range(11, 21))
+        assert sorted(read_all(e, "q")) == fresh
     finally:
         e.close(snapshot=False)
