@@ -972,6 +972,179 @@ static PyObject *json_rows(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* ---- json_unproven ----------------------------------------------------------------- */
+
+PyDoc_STRVAR(json_unproven_doc,
+"json_unproven(texts) -> list[int]\n\n"
+"The indexes of the bytes in the list `texts` that this scan cannot prove to be canonical\n"
+"JSON: exactly one value, the text orjson.dumps(orjson.loads(t)) gives back, with no integer\n"
+"outside 64 bits. It proves the common subset: no whitespace; strings of valid UTF-8 whose\n"
+"only escapes are \\\" \\\\ \\n \\t \\r \\b \\f; integers of at most 18 digits without a\n"
+"leading zero (not -0); true, false, null; objects without a duplicate key (at most 32 keys\n"
+"each) nested at most 64 deep. Floats, \\u escapes, longer integers and anything else are\n"
+"listed, for the caller's exact check: a sound filter, never a verdict that a text is bad.\n"
+"Python twin (exact, so it lists a subset of these): seglog.core.native.json_unproven_py.");
+
+#define CANON_MAX_DEPTH 64
+#define CANON_MAX_KEYS 32
+
+static inline int cont(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+/* The end of the canonical string that starts at p[i] == '"', or -1. UTF-8 is checked as
+ * strictly as Python's decoder: no overlong form, no surrogate, nothing above U+10FFFF. */
+static Py_ssize_t canon_string(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
+    for (i++; i < n;) {
+        unsigned char c = p[i];
+        if (c == '"') return i + 1;
+        if (c == '\\') {
+            if (i + 1 >= n) return -1;
+            unsigned char e = p[i + 1];
+            if (e != '"' && e != '\\' && e != 'n' && e != 't' && e != 'r' && e != 'b' && e != 'f')
+                return -1;
+            i += 2;
+        } else if (c < 0x20) {
+            return -1;
+        } else if (c < 0x80) {
+            i++;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || !cont(p[i + 1])) return -1;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n || !cont(p[i + 1]) || !cont(p[i + 2])) return -1;
+            if ((c == 0xE0 && p[i + 1] < 0xA0) || (c == 0xED && p[i + 1] >= 0xA0)) return -1;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n || !cont(p[i + 1]) || !cont(p[i + 2]) || !cont(p[i + 3])) return -1;
+            if ((c == 0xF0 && p[i + 1] < 0x90) || (c == 0xF4 && p[i + 1] >= 0x90)) return -1;
+            i += 4;
+        } else {
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/* The end of the canonical integer at p[i] ('-' or a digit), or -1. */
+static Py_ssize_t canon_int(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
+    int neg = p[i] == '-';
+    Py_ssize_t d = i + neg, j = d;
+    while (j < n && p[j] >= '0' && p[j] <= '9') j++;
+    Py_ssize_t digits = j - d;
+    if (digits < 1 || digits > 18) return -1;
+    if (p[d] == '0' && (digits > 1 || neg)) return -1; /* 01, -0 */
+    if (j < n && (p[j] == '.' || p[j] == 'e' || p[j] == 'E')) return -1;
+    return j;
+}
+
+static int canon_word(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const char *w, Py_ssize_t k) {
+    return i + k <= n && memcmp(p + i, w, (size_t)k) == 0;
+}
+
+/* Whether p[0:n] is proven canonical (see json_unproven_doc). */
+static int canonical_json(const unsigned char *p, Py_ssize_t n) {
+    unsigned char kind[CANON_MAX_DEPTH];
+    int keybase[CANON_MAX_DEPTH];
+    Py_ssize_t key_at[CANON_MAX_DEPTH * CANON_MAX_KEYS], key_len[CANON_MAX_DEPTH * CANON_MAX_KEYS];
+    int depth = 0, nkeys = 0;
+    Py_ssize_t i = 0;
+value:
+    if (i >= n) return 0;
+    switch (p[i]) {
+    case '{':
+    case '[':
+        if (depth == CANON_MAX_DEPTH) return 0;
+        kind[depth] = p[i];
+        keybase[depth] = nkeys;
+        depth++;
+        i++;
+        if (i < n && p[i] == (kind[depth - 1] == '{' ? '}' : ']')) {
+            i++;
+            depth--;
+            goto after;
+        }
+        if (kind[depth - 1] == '[') goto value;
+        goto key;
+    case '"':
+        i = canon_string(p, i, n);
+        if (i < 0) return 0;
+        goto after;
+    case 't':
+        if (!canon_word(p, i, n, "true", 4)) return 0;
+        i += 4;
+        goto after;
+    case 'f':
+        if (!canon_word(p, i, n, "false", 5)) return 0;
+        i += 5;
+        goto after;
+    case 'n':
+        if (!canon_word(p, i, n, "null", 4)) return 0;
+        i += 4;
+        goto after;
+    default:
+        if (p[i] != '-' && (p[i] < '0' || p[i] > '9')) return 0;
+        i = canon_int(p, i, n);
+        if (i < 0) return 0;
+        goto after;
+    }
+key:
+    if (i >= n || p[i] != '"') return 0;
+    {
+        Py_ssize_t start = i;
+        i = canon_string(p, i, n);
+        if (i < 0) return 0;
+        Py_ssize_t len = i - start;
+        int base = keybase[depth - 1];
+        if (nkeys - base == CANON_MAX_KEYS) return 0;
+        for (int k = base; k < nkeys; k++)
+            if (key_len[k] == len && memcmp(p + key_at[k], p + start, (size_t)len) == 0) return 0;
+        key_at[nkeys] = start;
+        key_len[nkeys] = len;
+        nkeys++;
+    }
+    if (i >= n || p[i] != ':') return 0;
+    i++;
+    goto value;
+after:
+    if (depth == 0) return i == n;
+    if (i >= n) return 0;
+    if (p[i] == ',') {
+        i++;
+        if (kind[depth - 1] == '{') goto key;
+        goto value;
+    }
+    if (p[i] != (kind[depth - 1] == '{' ? '}' : ']')) return 0;
+    i++;
+    depth--;
+    nkeys = keybase[depth];
+    goto after;
+}
+
+static PyObject *json_unproven(PyObject *self, PyObject *args) {
+    PyObject *texts;
+    if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &texts)) return NULL;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyList_GET_ITEM(texts, i);
+        if (!PyBytes_Check(t)) {
+            PyErr_Format(PyExc_TypeError, "texts[%zd] is not bytes", i);
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (canonical_json((const unsigned char *)PyBytes_AS_STRING(t), PyBytes_GET_SIZE(t)))
+            continue;
+        PyObject *k = PyLong_FromSsize_t(i);
+        if (k == NULL || PyList_Append(out, k) < 0) {
+            Py_XDECREF(k);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(k);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
@@ -984,6 +1157,7 @@ static PyMethodDef methods[] = {
     {"encode_segment_rows", encode_segment_rows, METH_VARARGS, encode_segment_rows_doc},
     {"encode_appends", encode_appends, METH_VARARGS, encode_appends_doc},
     {"json_rows", json_rows, METH_VARARGS, json_rows_doc},
+    {"json_unproven", json_unproven, METH_VARARGS, json_unproven_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -14,6 +14,7 @@ from types import ModuleType
 
 import numpy as np
 import numpy.typing as npt
+import orjson
 import xxhash
 
 PURE_ENV = "SEGLOG_PURE_PYTHON"
@@ -95,3 +96,30 @@ def gather_rows(buf: bytes, offsets: Ints, width: int) -> bytes:
         return gather_rows_py(buf, offsets, width)
     rows: bytes = speedups.gather_rows(buf, np.ascontiguousarray(offsets, np.int64), width)
     return rows
+
+
+def json_unproven_py(texts: list[bytes]) -> list[int]:
+    """Indexes of the `texts` that are not canonical JSON: exactly the text
+    `orjson.dumps(orjson.loads(t))` gives back. (Whether an integer is within 64 bits is
+    the caller's check.) The exact definition the C scan approximates from the safe side."""
+    out = []
+    for i, t in enumerate(texts):
+        try:
+            if orjson.dumps(orjson.loads(t)) == t:
+                continue
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            pass
+        out.append(i)
+    return out
+
+
+def json_unproven(texts: list[bytes]) -> list[int]:
+    """Indexes of the `texts` a check must still prove canonical (`json_unproven_py`'s
+    sense). With the speedups, one C scan proves the common subset (no floats, no `\\u`
+    escapes, integers of at most 18 digits, ...) and lists only the rest, so its list
+    holds `json_unproven_py`'s; without them every index is listed, for the caller's own
+    exact check. Raises TypeError for a text that is not bytes."""
+    if speedups is None:
+        return list(range(len(texts)))
+    unproven: list[int] = speedups.json_unproven(texts)
+    return unproven
