@@ -712,9 +712,13 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
     if (data == NULL || idx == NULL) goto done;
     unsigned char *d = (unsigned char *)PyBytes_AS_STRING(data);
     unsigned char *x = (unsigned char *)PyBytes_AS_STRING(idx);
+    /* Pass 2: the frames and their index entries, without the GIL (the event loop runs
+     * meanwhile): it reads only the rows' spans, which the tuple copies keep alive and which
+     * are immutable bytes and str buffers or buffer views held until `done`, and writes only
+     * the two new objects. */
+    Py_BEGIN_ALLOW_THREADS
     memset(x, 0, (size_t)n * IDX_ENTRY);
     uint64_t offset = 0;
-    /* Pass 2: the frames and their index entries. */
     for (Py_ssize_t i = 0; i < n; i++) {
         const seg_row *r = &rows[i];
         uint64_t bl = row_blob_len(r);
@@ -756,6 +760,7 @@ static PyObject *encode_segment_impl(PyObject *args, int from_payloads) {
         e[16] = (unsigned char)flags;
         offset += (uint64_t)frame_len + 4;
     }
+    Py_END_ALLOW_THREADS
     result = PyTuple_Pack(2, data, idx);
 done:
     for (Py_ssize_t i = 0; i < viewed; i++) PyBuffer_Release(&views[i]);
