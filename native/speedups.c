@@ -1150,6 +1150,49 @@ static PyObject *json_unproven(PyObject *self, PyObject *args) {
     return out;
 }
 
+PyDoc_STRVAR(json_unproven_spans_doc,
+"json_unproven_spans(buf, starts, stops) -> list[int]\n\n"
+"json_unproven([bytes(buf[starts[i]:stops[i]]) for each i]) without the copies (an Arrow\n"
+"string column's values and offsets); starts and stops are buffers of native int64 of one\n"
+"length. Raises ValueError if any span is out of buf's bounds or reversed.\n"
+"Python twin: seglog.core.native.json_unproven_spans_py.");
+
+static PyObject *json_unproven_spans(PyObject *self, PyObject *args) {
+    Py_buffer buf, starts, stops;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &buf, &starts, &stops)) return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = starts.len / 8;
+    if (starts.len % 8 || stops.len != starts.len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops must be 8-byte columns of one length");
+        goto done;
+    }
+    const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!inside(a[i], b[i], (int64_t)buf.len)) {
+            outside_error("span", i, a[i], b[i], buf.len);
+            goto done;
+        }
+    }
+    out = PyList_New(0);
+    if (out == NULL) goto done;
+    const unsigned char *base = (const unsigned char *)buf.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (canonical_json(base + a[i], (Py_ssize_t)(b[i] - a[i]))) continue;
+        PyObject *k = PyLong_FromSsize_t(i);
+        if (k == NULL || PyList_Append(out, k) < 0) {
+            Py_XDECREF(k);
+            Py_CLEAR(out);
+            goto done;
+        }
+        Py_DECREF(k);
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&stops);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
@@ -1163,6 +1206,7 @@ static PyMethodDef methods[] = {
     {"encode_appends", encode_appends, METH_VARARGS, encode_appends_doc},
     {"json_rows", json_rows, METH_VARARGS, json_rows_doc},
     {"json_unproven", json_unproven, METH_VARARGS, json_unproven_doc},
+    {"json_unproven_spans", json_unproven_spans, METH_VARARGS, json_unproven_spans_doc},
     {NULL, NULL, 0, NULL},
 };
 

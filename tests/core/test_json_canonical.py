@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -145,3 +146,40 @@ def test_without_the_speedups_every_text_is_left_to_the_exact_check(
 ) -> None:
     monkeypatch.setattr(native, "speedups", None)
     assert native.json_unproven([b"1", b"x", b"{}"]) == [0, 1, 2]
+
+
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(values=st.lists(any_json, max_size=6), gap=st.binary(max_size=3))
+def test_the_span_form_is_the_list_form_over_the_spans(values: list[object], gap: bytes) -> None:
+    texts = [orjson.dumps(v) for v in values if not _too_big(v)]
+    buf, starts, stops = b"", [], []
+    for t in texts:
+        buf += gap
+        starts.append(len(buf))
+        buf += t
+        stops.append(len(buf))
+    a, b = np.array(starts, np.int64), np.array(stops, np.int64)
+    assert native.json_unproven_spans(buf, a, b) == c_unproven(texts)
+    assert native.json_unproven_spans_py(buf, a, b) == native.json_unproven_py(texts)
+
+
+def _too_big(value: object) -> bool:
+    try:
+        orjson.dumps(value)
+    except TypeError:  # an integer beyond 64 bits
+        return True
+    return False
+
+
+@pytest.mark.parametrize("pure", [False, True])
+@pytest.mark.parametrize("bad", [(-1, 3), (4, 3), (0, 11)])
+def test_a_span_outside_the_buffer_is_refused(
+    pure: bool, bad: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if pure:
+        monkeypatch.setattr(native, "speedups", None)
+    elif native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    with pytest.raises(ValueError):
+        native.json_unproven_spans(b"0123456789", np.array([bad[0]]), np.array([bad[1]]))

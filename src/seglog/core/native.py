@@ -123,3 +123,25 @@ def json_unproven(texts: list[bytes]) -> list[int]:
         return list(range(len(texts)))
     unproven: list[int] = speedups.json_unproven(texts)
     return unproven
+
+
+def json_unproven_spans_py(buf: bytes, starts: Ints, stops: Ints) -> list[int]:
+    """`json_unproven_py` of each `buf[starts[i]:stops[i]]`; the C version's twin (exact,
+    so it lists a subset of what the C scan lists)."""
+    return json_unproven_py(byte_slices_py(buf, starts, stops))
+
+
+def json_unproven_spans(buf: bytes, starts: Ints, stops: Ints) -> list[int]:
+    """`json_unproven` of each `buf[starts[i]:stops[i]]` (an Arrow string column's values
+    and offsets), without copying the texts when the speedups are built. Raises ValueError
+    if a span is out of bounds or reversed."""
+    if speedups is None:
+        if len(starts) and (
+            (starts < 0).any() or (starts > stops).any() or (stops > len(buf)).any()
+        ):
+            raise ValueError("a span is outside the buffer")
+        return list(range(len(starts)))
+    unproven: list[int] = speedups.json_unproven_spans(
+        buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(stops, np.int64)
+    )
+    return unproven

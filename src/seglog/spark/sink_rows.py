@@ -3,9 +3,9 @@
 `encode_batch` turns one Arrow batch into the JSON text of its records (API §3 record
 objects, each followed by a comma), column by column with Arrow's string kernels when the
 columns allow it: `data` (and `meta`) already JSON text, `tag`/`node`/`topic` strings that
-need no JSON escaping. Each JSON text is still checked to be exactly one JSON value (one
-`orjson.loads` per value, a C call): spliced unchecked, a text like `1,"tag":"x"` would
-add fields to its record. Any other batch takes the per-record path (`batch_records`).
+need no JSON escaping. Each JSON text is still checked to be exactly one JSON value (a
+C scan over the column for the common canonical text, `orjson.loads` for the rest):
+spliced unchecked, a text like `1,"tag":"x"` would add fields to its record. Any other batch takes the per-record path (`batch_records`).
 
 `ChunkCutter` cuts the rows, in order and across batches, into single-topic chunks of at
 most `max_records` records and `max_bytes` bytes (a record bigger than that travels alone):
@@ -23,6 +23,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from seglog.core.native import json_unproven_spans
 from seglog.spark.schema import SeglogSchemaError, batch_records
 
 # What JSON strings must escape: a text holding one of these cannot be quoted as it is.
@@ -76,23 +77,28 @@ def _escapes(col: pa.Array) -> bool:
     return bool(pc.any(pc.match_substring_regex(col, _NEEDS_ESCAPE)).as_py())
 
 
-def _check_json(name: str, col: pa.Array) -> list[bool]:
+def _check_json(name: str, col: pa.Array) -> npt.NDArray[np.bool_]:
     """Each non-null value is exactly one JSON value (what the per-record path's parse
     checks), so splicing it cannot change the record around it. Returns which values are
-    the JSON `null`."""
-    nulls: list[bool] = []
-    for i, text in enumerate(col.to_pylist()):
-        if text is None:
-            nulls.append(False)
+    the JSON `null`. A C scan proves the common, canonical value (`json_unproven_spans`,
+    over the column's own buffers); orjson parses the others one by one."""
+    _, offsets, values = col.buffers()
+    window = np.frombuffer(offsets, np.int32)[col.offset : col.offset + len(col) + 1]
+    bounds = window.astype(np.int64)
+    text = values if values is not None else b""
+    nulls = pc.fill_null(pc.equal(col, "null"), False).to_numpy(zero_copy_only=False)
+    for i in json_unproven_spans(text, bounds[:-1], bounds[1:]):
+        if not col[i].is_valid:
             continue
+        value = col[i].as_py()
         try:
-            nulls.append(orjson.loads(text) is None)
+            nulls[i] = orjson.loads(value) is None
         except orjson.JSONDecodeError:
             raise SeglogSchemaError(
-                f"seglog sink: column {name!r} row {i} is not valid JSON: {text[:80]!r}; "
+                f"seglog sink: column {name!r} row {i} is not valid JSON: {value[:80]!r}; "
                 "use .option('dataFormat', 'text') to send strings as JSON strings"
             ) from None
-    return nulls
+    return nulls  # type: ignore[no-any-return]
 
 
 def _columnar(
@@ -123,7 +129,7 @@ def _columnar(
             pieces.append(pc.fill_null(pc.binary_join_element_wise(f',"{name}":"', c, '"', ""), ""))
     if meta is not None:
         json_null = _check_json("meta", meta)
-        if any(json_null):  # `"meta": null` is no meta: the per-record path omits it
+        if json_null.any():  # `"meta": null` is no meta: the per-record path omits it
             meta = pc.if_else(pa.array(json_null), pa.scalar(None, pa.string()), meta)
         pieces.append(pc.fill_null(pc.binary_join_element_wise(',"meta":', meta, ""), ""))
     pieces.append("},")
