@@ -186,3 +186,22 @@ def test_partition_writes_are_keyed_and_deduplicated_on_retry() -> None:
     retry = write_partition(c, [batch.slice(0, 6), batch.slice(6)], opts, "spark:w1:0", 0, 1)
     assert (retry.chunks, retry.deduped_chunks) == (3, 3)
     assert [r["data"]["n"] for r in c.written] == list(range(10))
+
+
+def test_a_failed_append_ends_the_partition_and_no_later_chunk_is_sent() -> None:
+    """The next chunk is cut while an append is in flight, but sent only after that append
+    was acknowledged: a failure stops the task with every later chunk unsent."""
+    opts = parse_write_options({"url": "http://x", "topic": "out", "writeBatchSize": "2"})
+    batch = pa.RecordBatch.from_pydict({"data": [f'{{"n": {i}}}' for i in range(10)]})
+
+    class FailingOnThird(FakeClient):
+        def append_encoded(self, topic: str, records_json: bytes, **kwargs: Any) -> Appended:
+            if kwargs["idempotency_key"].endswith(":2"):
+                raise ConnectionError("server gone")
+            return super().append_encoded(topic, records_json, **kwargs)
+
+    c = FailingOnThird()
+    with pytest.raises(ConnectionError, match="server gone"):
+        write_partition(c, [batch], opts, "spark:w1:0", 0, 0)
+    assert [r["data"]["n"] for r in c.written] == [0, 1, 2, 3]
+    assert sorted(c.keys) == ["spark:w1:0:0", "spark:w1:0:1"]
