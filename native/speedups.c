@@ -1045,19 +1045,18 @@ static int canon_word(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const 
     return i + k <= n && memcmp(p + i, w, (size_t)k) == 0;
 }
 
-/* Whether p[0:n] is proven canonical (see json_unproven_doc). */
-static int canonical_json(const unsigned char *p, Py_ssize_t n) {
+/* The end of the canonical value that starts at p[i] (see json_unproven_doc), or -1. */
+static Py_ssize_t canon_value(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
     unsigned char kind[CANON_MAX_DEPTH];
     int keybase[CANON_MAX_DEPTH];
     Py_ssize_t key_at[CANON_MAX_DEPTH * CANON_MAX_KEYS], key_len[CANON_MAX_DEPTH * CANON_MAX_KEYS];
     int depth = 0, nkeys = 0;
-    Py_ssize_t i = 0;
 value:
-    if (i >= n) return 0;
+    if (i >= n) return -1;
     switch (p[i]) {
     case '{':
     case '[':
-        if (depth == CANON_MAX_DEPTH) return 0;
+        if (depth == CANON_MAX_DEPTH) return -1;
         kind[depth] = p[i];
         keybase[depth] = nkeys;
         depth++;
@@ -1071,58 +1070,61 @@ value:
         goto key;
     case '"':
         i = canon_string(p, i, n);
-        if (i < 0) return 0;
+        if (i < 0) return -1;
         goto after;
     case 't':
-        if (!canon_word(p, i, n, "true", 4)) return 0;
+        if (!canon_word(p, i, n, "true", 4)) return -1;
         i += 4;
         goto after;
     case 'f':
-        if (!canon_word(p, i, n, "false", 5)) return 0;
+        if (!canon_word(p, i, n, "false", 5)) return -1;
         i += 5;
         goto after;
     case 'n':
-        if (!canon_word(p, i, n, "null", 4)) return 0;
+        if (!canon_word(p, i, n, "null", 4)) return -1;
         i += 4;
         goto after;
     default:
-        if (p[i] != '-' && (p[i] < '0' || p[i] > '9')) return 0;
+        if (p[i] != '-' && (p[i] < '0' || p[i] > '9')) return -1;
         i = canon_int(p, i, n);
-        if (i < 0) return 0;
+        if (i < 0) return -1;
         goto after;
     }
 key:
-    if (i >= n || p[i] != '"') return 0;
+    if (i >= n || p[i] != '"') return -1;
     {
         Py_ssize_t start = i;
         i = canon_string(p, i, n);
-        if (i < 0) return 0;
+        if (i < 0) return -1;
         Py_ssize_t len = i - start;
         int base = keybase[depth - 1];
-        if (nkeys - base == CANON_MAX_KEYS) return 0;
+        if (nkeys - base == CANON_MAX_KEYS) return -1;
         for (int k = base; k < nkeys; k++)
-            if (key_len[k] == len && memcmp(p + key_at[k], p + start, (size_t)len) == 0) return 0;
+            if (key_len[k] == len && memcmp(p + key_at[k], p + start, (size_t)len) == 0) return -1;
         key_at[nkeys] = start;
         key_len[nkeys] = len;
         nkeys++;
     }
-    if (i >= n || p[i] != ':') return 0;
+    if (i >= n || p[i] != ':') return -1;
     i++;
     goto value;
 after:
-    if (depth == 0) return i == n;
-    if (i >= n) return 0;
+    if (depth == 0) return i;
+    if (i >= n) return -1;
     if (p[i] == ',') {
         i++;
         if (kind[depth - 1] == '{') goto key;
         goto value;
     }
-    if (p[i] != (kind[depth - 1] == '{' ? '}' : ']')) return 0;
+    if (p[i] != (kind[depth - 1] == '{' ? '}' : ']')) return -1;
     i++;
     depth--;
     nkeys = keybase[depth];
     goto after;
 }
+
+/* Whether p[0:n] is proven canonical (see json_unproven_doc). */
+static int canonical_json(const unsigned char *p, Py_ssize_t n) { return canon_value(p, 0, n) == n; }
 
 static PyObject *json_unproven(PyObject *self, PyObject *args) {
     PyObject *texts;
@@ -1193,6 +1195,158 @@ done:
     return out;
 }
 
+/* ---- record_columns ---------------------------------------------------------------- */
+
+PyDoc_STRVAR(record_columns_doc,
+"record_columns(records, max_data, max_tag, max_node) -> (data, tag, node, own_node) | None\n\n"
+"The columns of an append body's `records` array (a buffer holding exactly the array's\n"
+"JSON text): data as bytes (each value's text, which must be canonical in json_unproven's\n"
+"sense and at most max_data bytes), tag and node as str or None (absent), and whether any\n"
+"record names its own node. Only the common form is taken: objects whose keys are `data`\n"
+"(required), `tag` and `node` (strings without escapes, at most max_tag / max_node bytes of\n"
+"UTF-8), each once, with JSON whitespace between tokens. Anything else returns None and the\n"
+"caller decodes the body in full: a fast path, never a verdict. Python twin (the full\n"
+"decode it must agree with): seglog.http.write_decode.record_columns_py.");
+
+#define LABEL_CACHE 16
+
+typedef struct {
+    const unsigned char *at;
+    Py_ssize_t len;
+    PyObject *str; /* borrowed from the output lists, which hold a reference */
+} label_entry;
+
+typedef struct {
+    label_entry e[LABEL_CACHE];
+    int used, next;
+} label_cache;
+
+static inline Py_ssize_t skip_ws(const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
+    while (i < n && (p[i] == ' ' || p[i] == '\n' || p[i] == '\r' || p[i] == '\t')) i++;
+    return i;
+}
+
+/* A new reference to the str of p[a:b] (valid UTF-8), shared with an earlier equal label. */
+static PyObject *label_str(label_cache *c, const unsigned char *p, Py_ssize_t a, Py_ssize_t b) {
+    Py_ssize_t len = b - a;
+    for (int k = 0; k < c->used; k++) {
+        label_entry *e = &c->e[k];
+        if (e->len == len && memcmp(e->at, p + a, (size_t)len) == 0) {
+            Py_INCREF(e->str);
+            return e->str;
+        }
+    }
+    PyObject *str = PyUnicode_DecodeUTF8((const char *)p + a, len, "strict");
+    if (str == NULL) return NULL;
+    label_entry *e = &c->e[c->used < LABEL_CACHE ? c->used++ : (c->next++ % LABEL_CACHE)];
+    e->at = p + a;
+    e->len = len;
+    e->str = str;
+    return str;
+}
+
+/* The end of the string label at p[i] (a canonical string without escapes, its UTF-8 at
+ * most `max` bytes), or -1. */
+static Py_ssize_t label_end(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, Py_ssize_t max) {
+    if (i >= n || p[i] != '"') return -1;
+    Py_ssize_t end = canon_string(p, i, n);
+    if (end < 0 || end - i - 2 > max) return -1;
+    if (memchr(p + i + 1, '\\', (size_t)(end - i - 2)) != NULL) return -1;
+    return end;
+}
+
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static PyObject *record_columns(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t max_data, max_tag, max_node;
+    if (!PyArg_ParseTuple(args, "y*nnn", &buf, &max_data, &max_tag, &max_node)) return NULL;
+    const unsigned char *p = (const unsigned char *)buf.buf;
+    Py_ssize_t n = buf.len, i;
+    PyObject *data = PyList_New(0), *tags = PyList_New(0), *nodes = PyList_New(0), *out = NULL;
+    label_cache tag_cache = {.used = 0, .next = 0}, node_cache = {.used = 0, .next = 0};
+    int own_node = 0;
+    if (data == NULL || tags == NULL || nodes == NULL) goto done;
+    i = skip_ws(p, 0, n);
+    if (i >= n || p[i] != '[') goto fallback;
+    i = skip_ws(p, i + 1, n);
+    if (i < n && p[i] == ']') goto fallback; /* no records: the full decode reports it */
+    for (;;) {
+        if (i >= n || p[i] != '{') goto fallback;
+        Py_ssize_t d0 = -1, d1 = -1, t0 = -1, t1 = -1, n0 = -1, n1 = -1;
+        i = skip_ws(p, i + 1, n);
+        for (;;) {
+            if (canon_word(p, i, n, "\"data\"", 6) && d0 < 0) {
+                i = skip_ws(p, i + 6, n);
+                if (i >= n || p[i] != ':') goto fallback;
+                d0 = skip_ws(p, i + 1, n);
+                d1 = canon_value(p, d0, n);
+                if (d1 < 0 || d1 - d0 > max_data) goto fallback;
+                i = d1;
+            } else if (canon_word(p, i, n, "\"tag\"", 5) && t0 < 0) {
+                i = skip_ws(p, i + 5, n);
+                if (i >= n || p[i] != ':') goto fallback;
+                t0 = skip_ws(p, i + 1, n);
+                t1 = label_end(p, t0, n, max_tag);
+                if (t1 < 0) goto fallback;
+                i = t1;
+            } else if (canon_word(p, i, n, "\"node\"", 6) && n0 < 0) {
+                i = skip_ws(p, i + 6, n);
+                if (i >= n || p[i] != ':') goto fallback;
+                n0 = skip_ws(p, i + 1, n);
+                n1 = label_end(p, n0, n, max_node);
+                if (n1 < 0) goto fallback;
+                i = n1;
+            } else {
+                goto fallback; /* another key, a repeated one, or no key */
+            }
+            i = skip_ws(p, i, n);
+            if (i < n && p[i] == ',') {
+                i = skip_ws(p, i + 1, n);
+                continue;
+            }
+            if (i < n && p[i] == '}') break;
+            goto fallback;
+        }
+        if (d0 < 0) goto fallback;
+        if (append_new(data, PyBytes_FromStringAndSize((const char *)p + d0, d1 - d0)) < 0) goto done;
+        if (t0 < 0) {
+            if (PyList_Append(tags, Py_None) < 0) goto done;
+        } else if (append_new(tags, label_str(&tag_cache, p, t0 + 1, t1 - 1)) < 0) {
+            goto done;
+        }
+        if (n0 < 0) {
+            if (PyList_Append(nodes, Py_None) < 0) goto done;
+        } else {
+            own_node = 1;
+            if (append_new(nodes, label_str(&node_cache, p, n0 + 1, n1 - 1)) < 0) goto done;
+        }
+        i = skip_ws(p, i + 1, n);
+        if (i < n && p[i] == ',') {
+            i = skip_ws(p, i + 1, n);
+            continue;
+        }
+        if (i < n && p[i] == ']') break;
+        goto fallback;
+    }
+    if (skip_ws(p, i + 1, n) != n) goto fallback;
+    out = Py_BuildValue("(OOOO)", data, tags, nodes, own_node ? Py_True : Py_False);
+    goto done;
+fallback:
+    out = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(data);
+    Py_XDECREF(tags);
+    Py_XDECREF(nodes);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
@@ -1207,6 +1361,7 @@ static PyMethodDef methods[] = {
     {"json_rows", json_rows, METH_VARARGS, json_rows_doc},
     {"json_unproven", json_unproven, METH_VARARGS, json_unproven_doc},
     {"json_unproven_spans", json_unproven_spans, METH_VARARGS, json_unproven_spans_doc},
+    {"record_columns", record_columns, METH_VARARGS, record_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

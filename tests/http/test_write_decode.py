@@ -5,6 +5,7 @@ for the bodies clients actually send, or it would be no faster."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from typing import Any
@@ -14,11 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.core import native
 from seglog.errors import SeglogError
 from seglog.http.json_body import parse_json_body
-from seglog.http.write_decode import decode_write_fast
+from seglog.http.write_decode import decode_write_fast, record_columns_py
 from seglog.http.write_request import WriteRequest, parse_write
-from seglog.model import MAX_RECORD_BYTES, MAX_TAG_BYTES, RecordBatch, RecordIn
+from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, MAX_TAG_BYTES, RecordBatch, RecordIn
 
 
 def slow(raw: bytes) -> WriteRequest | SeglogError:
@@ -210,3 +212,122 @@ def test_lines_fast_path_is_taken_and_never_spans_lines() -> None:
     ]
     assert decode_lines_fast([b'{"data":[1', b'2]},{"data":3}'], None) is None
     assert decode_lines_fast([b'{"data":1},{"data":2}'], None) is None
+
+
+needs_native = pytest.mark.skipif(native.speedups is None, reason="seglog._speedups not built")
+
+
+def c_columns(records: bytes) -> Any:
+    assert native.speedups is not None
+    return native.speedups.record_columns(records, MAX_RECORD_BYTES, MAX_TAG_BYTES, MAX_NODE_BYTES)
+
+
+def records_texts(body: dict[str, Any]) -> list[bytes]:
+    """`body`'s records array as clients write it (compact, spaced, indented)."""
+    recs = body["records"]
+    out = [json.dumps(recs).encode(), json.dumps(recs, indent=1, ensure_ascii=False).encode()]
+    with contextlib.suppress(TypeError):  # an integer orjson cannot encode
+        out.append(orjson.dumps(recs))
+    return out
+
+
+@needs_native
+@settings(max_examples=400)
+@given(bodies())
+def test_the_c_columns_are_the_full_decodes_whenever_given(body: dict[str, Any]) -> None:
+    for text in records_texts(body):
+        got = c_columns(text)
+        if got is not None:
+            assert got == record_columns_py(text), text[:300]
+
+
+printable = st.text(st.characters(min_codepoint=0x20, blacklist_categories=("Cs",)), max_size=8)
+plain_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**18) + 1, 10**18 - 1), printable),
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=3), st.dictionaries(printable, kids, max_size=3)
+    ),
+    max_leaves=8,
+)
+labels = st.one_of(
+    st.sampled_from(["t1", "t2", "é", "\U0001f600"]),
+    printable,
+    st.sampled_from(['q"', "a\\b", "x" * 300, "é" * 130]),
+)
+
+
+@st.composite
+def common_records(draw: Any) -> bytes:
+    """Record arrays mostly in the form the C pass takes: data without floats, string
+    labels (some too long or needing escapes), now and then a meta or another key; with
+    or without whitespace between the tokens."""
+    spaced = draw(st.booleans())
+    recs = []
+    for _ in range(draw(st.integers(1, 5))):
+        fields = [("data", draw(plain_values))]
+        for key in ("tag", "node"):
+            if draw(st.booleans()):
+                fields.append((key, draw(labels)))
+        if draw(st.integers(0, 15)) == 0:
+            fields.append((draw(st.sampled_from(["meta", "extra", "data", "tag"])), 1))
+        order = draw(st.permutations(fields))
+        sep, colon = (" , ", " : ") if spaced else (",", ":")
+        text = sep.join(f"{json.dumps(k)}{colon}{orjson.dumps(v).decode()}" for k, v in order)
+        recs.append("{" + text + "}")
+    return ("[" + (" , " if spaced else ",").join(recs) + "]").encode()
+
+
+@needs_native
+@settings(max_examples=400)
+@given(common_records())
+def test_the_c_columns_of_common_records_are_the_full_decodes(text: bytes) -> None:
+    got = c_columns(text)
+    if got is not None:
+        assert got == record_columns_py(text), text[:300]
+
+
+@needs_native
+@settings(max_examples=100)
+@given(bodies(), st.data())
+def test_the_c_columns_on_mangled_bytes(body: dict[str, Any], data: Any) -> None:
+    raw = bytearray(json.dumps(body["records"], separators=(",", ":")).encode())
+    for _ in range(data.draw(st.integers(1, 3))):
+        if not raw:
+            break
+        at = data.draw(st.integers(0, len(raw) - 1))
+        raw[at : at + 1] = data.draw(
+            st.sampled_from([b"", b" ", b"\\", b'"', b",", b"}", b"]", b"{", b":", b"\xff"])
+        )
+    got = c_columns(bytes(raw))
+    if got is not None:
+        assert got == record_columns_py(bytes(raw))
+
+
+@needs_native
+def test_the_common_records_take_the_c_pass() -> None:
+    recs = [{"data": {"user": f"u{i}", "n": i, "ok": True}, "tag": f"t{i % 3}"} for i in range(50)]
+    recs[7]["node"] = "n1"
+    spaced = (
+        "[\n "
+        + ",\n ".join(
+            " { " + " , ".join(f'"{k}" : {orjson.dumps(v).decode()}' for k, v in r.items()) + " } "
+            for r in recs
+        )
+        + " ]\n"
+    )  # whitespace between the tokens; each data value compact (canonical)
+    for text in (orjson.dumps(recs), spaced.encode()):
+        got = c_columns(text)
+        assert got is not None and got == record_columns_py(text)
+        data, tags, nodes, own = got
+        assert data[1] == b'{"user":"u1","n":1,"ok":true}' and own and nodes[7] == "n1"
+        assert tags[0] is tags[3]  # one str per distinct label
+    # left to the full decode: a float, an escape, a meta, another key, a duplicate, a null
+    for rec in (
+        b'{"data":1.5}', b'{"data":"\\u00e9"}', b'{"data":1,"meta":{}}', b'{"data":1,"x":1}',
+        b'{"data":1,"data":2}', b'{"data":1,"tag":null}', b'{"data":1,"tag":"a\\"b"}',
+        b'{"tag":"t"}', b"[]", b'{"data":1}x', b'{"data":1,}', b'{"data":1}]x',
+    ):  # fmt: skip
+        assert c_columns(b"[" + rec + b"]") is None, rec
+    long_tag = orjson.dumps([{"data": 1, "tag": "é" * (MAX_TAG_BYTES // 2 + 1)}])
+    assert c_columns(long_tag) is None
+    assert c_columns(orjson.dumps([{"data": "x" * MAX_RECORD_BYTES}])) is None
