@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Literal, TypedDict
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 
 from seglog.core.jsonbytes import json_bytes
@@ -485,6 +487,34 @@ class RecordColumns:
 
 
 @dataclass(frozen=True, slots=True)
+class DataRun:
+    """The `data` texts of consecutive rows of a packed read, as spans of one buffer (a
+    verified copy of a sealed segment's bytes): row k's text is `buf[starts[k]:ends[k]]`,
+    the spans ascending and disjoint."""
+
+    buf: bytes
+    starts: npt.NDArray[np.int64]
+    ends: npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class PackedColumns:
+    """A columnar read of sealed records that carry no meta, as arrays and segment spans:
+    no Python object per record (API §13.1's bulk case). `node` and `tag` are codes into
+    `labels` (code 0 is None); `data` holds the rows' texts run by run, in row order."""
+
+    seq: npt.NDArray[np.int64]
+    ts: npt.NDArray[np.int64]
+    labels: list[str | None]
+    node: npt.NDArray[Any]
+    tag: npt.NDArray[Any]
+    data: list[DataRun]
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+
+@dataclass(frozen=True, slots=True)
 class ReadResult:
     """A read (SEMANTICS §4.4). A columnar read leaves `records` empty and fills `columns`."""
 
@@ -496,7 +526,7 @@ class ReadResult:
     tombstone: Tombstone | None
     records_scanned: int
     cold_segments_read: int = 0
-    columns: RecordColumns | None = None
+    columns: RecordColumns | PackedColumns | None = None
 
     @property
     def caught_up(self) -> bool:

@@ -324,3 +324,21 @@ def test_a_prefix_drop_reencodes_without_a_heap_spike() -> None:
     assert col.at(col.n - 1) == 3 * (n - 1)
     # the new 4-byte column itself is 12 MB; one int64 copy of the rest alone would be 24
     assert peak < 24_000_000, f"{peak / 1e6:.0f} MB of temporaries"
+
+
+@pytest.mark.parametrize("distinct", [3, 5000])
+def test_packed_labels_decode_to_the_listed_labels(distinct: int) -> None:
+    """`packed` codes (into its own table, the used labels' alone when the table is large)
+    name the labels `pick` lists, with code 0 for none."""
+    fr = FrozenSlots()
+    n = 6000
+    tags = [None if i % 7 == 0 else f"t{i % distinct}" for i in range(n)]
+    nodes = [None if i % 3 else f"n{i % 5}" for i in range(n)]
+    fr.extend_lists(list(range(n)), [1] * n, nodes, tags)
+    at = np.array([0, 1, 2, 7, 100, 4999, 5998], np.intp)
+    ts, labels, node, tag = fr.packed(at)
+    want_ts, want_node, want_tag, _ = fr.pick(at)
+    assert ts.tolist() == want_ts and labels[0] is None
+    assert [labels[k] for k in node.tolist()] == want_node
+    assert [labels[k] for k in tag.tolist()] == want_tag
+    assert len(labels) <= 4096 or distinct < 4096

@@ -7,18 +7,27 @@ sizes) for the common read: no TTL and no node filter. A read it does not cover 
 None and the caller converts an ordinary read (`columns_of_records`), so both forms answer
 the same records, cursor and tombstone by construction of the fallback and by the property
 test of the Arrow diff for the fast path.
+
+`select_sealed` plans the same read (one `_plan` for both) and, when every row it takes is
+sealed, answers it as arrays: the frozen slots' `ts` and label codes, and the texts as
+spans of the segments' verified bytes (`fill_sealed`), for the Arrow form of the bulk
+read — no Python object per record. A page whose segment holds a blob with meta is read
+as lists instead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from seglog.core.watermarks import tombstone_for
 from seglog.engine.payloads import runs_by_segment
+from seglog.engine.segments import TopicSegments
 from seglog.engine.topic import MAX_SLOTS_EXAMINED, TopicState
-from seglog.model import Record, RecordColumns, Tombstone
+from seglog.model import DataRun, PackedColumns, Record, RecordColumns, Tombstone
 from seglog.storage.segment import PinnedSegment, SegmentStore
 
 
@@ -41,6 +50,52 @@ class SlotSelection:
         return seqs[self.missing[0]], seqs[self.missing[-1]]
 
 
+@dataclass(slots=True)
+class _Plan:
+    """The rows a columnar read takes (the `TopicState.read` rules over whole windows):
+    window row k is slot `first + k` and seq `base + k`."""
+
+    tombstone: Tombstone | None
+    pos: int
+    first: int
+    base: int
+    rows: npt.NDArray[np.intp]
+    scanned: int
+
+    @property
+    def next_from_seq(self) -> int:
+        return self.pos + self.scanned
+
+
+def _plan(t: TopicState, cursor: int, limit: int, max_bytes: int) -> _Plan:
+    tomb, pos = tombstone_for(cursor, t.floors(), t.base_seq, t.head)
+    width = min(t.head - pos, MAX_SLOTS_EXAMINED)
+    if width <= 0 or limit <= 0:
+        return _Plan(tomb, pos, 0, 0, np.empty(0, np.intp), 0)
+    lo = pos + 1 - t.origin  # slot of the first examined seq
+    below = min(max(t.front - lo, 0), width)  # examined slots already popped: dead
+    first = lo + below
+    window = np.frombuffer(bytes(t.dead[first : lo + width]), np.uint8)
+    live = np.flatnonzero(window == 0)
+    full = len(live) >= limit
+    rows = live[:limit]
+    broke_at: int | None = None
+    if len(rows) > 1:
+        sizes = t.sizes_at(first + rows)
+        fits = int(np.searchsorted(np.cumsum(sizes, dtype=np.int64), max_bytes, side="right"))
+        if max(fits, 1) < len(rows):
+            take = max(fits, 1)
+            broke_at = int(rows[take])
+            rows = rows[:take]
+    if broke_at is not None:  # the record that did not fit was examined, not consumed
+        scanned = below + broke_at
+    elif full and len(rows):
+        scanned = below + int(rows[-1]) + 1
+    else:
+        scanned = width
+    return _Plan(tomb, pos, first, t.origin + first, rows, scanned)
+
+
 def select_slots(
     t: TopicState, cursor: int, limit: int, max_bytes: int, now: int, filtered: bool
 ) -> SlotSelection | None:
@@ -49,42 +104,20 @@ def select_slots(
     if filtered or t.config.ttl_ms > 0:
         return None
     del now  # only TTL reads need it, and those take the per-slot path
-    tomb, pos = tombstone_for(cursor, t.floors(), t.base_seq, t.head)
-    width = min(t.head - pos, MAX_SLOTS_EXAMINED)
-    if width <= 0 or limit <= 0:
-        return SlotSelection(RecordColumns.empty(), [], pos, tomb, 0)
-    lo = pos + 1 - t.origin  # slot of the first examined seq
-    below = min(max(t.front - lo, 0), width)  # examined slots already popped: dead
-    first = lo + below
-    window = np.frombuffer(bytes(t.dead[first : lo + width]), np.uint8)
-    live = np.flatnonzero(window == 0)
-    full = len(live) >= limit
-    rows: list[int] = live[:limit].tolist()
-    contiguous = bool(rows) and rows[-1] - rows[0] + 1 == len(rows)
+    plan = _plan(t, cursor, limit, max_bytes)
+    rows: list[int] = plan.rows.tolist()
+    if not rows:
+        return SlotSelection(
+            RecordColumns.empty(), [], plan.next_from_seq, plan.tombstone, plan.scanned
+        )
+    first, base = plan.first, plan.base
+    contiguous = rows[-1] - rows[0] + 1 == len(rows)
     # The columns of exactly the picked rows (row k of each is `rows[k]`).
     if contiguous:
         picked = t.columns(first + rows[0], first + rows[-1] + 1)
     else:
         picked = t.pick_columns([first + r for r in rows])
-    ts_col, node_col, tag_col, data, meta_col, sizes = picked
-    take = len(rows)
-    broke_at: int | None = None
-    if take > 1:
-        fits = int(np.searchsorted(np.cumsum(sizes, dtype=np.int64), max_bytes, side="right"))
-        if max(fits, 1) < take:
-            take = max(fits, 1)
-            broke_at = rows[take]
-            rows = rows[:take]
-            ts_col, node_col, tag_col = ts_col[:take], node_col[:take], tag_col[:take]
-            data, meta_col = data[:take], meta_col[:take]
-    if broke_at is not None:  # the record that did not fit was examined, not consumed
-        scanned = below + broke_at
-    elif full and rows:
-        scanned = below + rows[-1] + 1
-    else:
-        scanned = width
-    nxt = pos + scanned
-    base = t.origin + first
+    ts_col, node_col, tag_col, data, meta_col, _ = picked
     cols = RecordColumns(
         list(range(base + rows[0], base + rows[-1] + 1))
         if contiguous
@@ -100,7 +133,69 @@ def select_slots(
         missing = list(range(absent))
     else:
         missing = [i for i, d in enumerate(data) if d is None] if absent else []
-    return SlotSelection(cols, missing, nxt, tomb, scanned)
+    return SlotSelection(cols, missing, plan.next_from_seq, plan.tombstone, plan.scanned)
+
+
+@dataclass(slots=True)
+class SealedSelection:
+    """What `select_sealed` took under the topic lock: the page's rows as arrays, their
+    texts still in the sealed segments (`fill_sealed`)."""
+
+    seq: npt.NDArray[np.int64]
+    ts: npt.NDArray[np.int64]
+    labels: list[str | None]
+    node: npt.NDArray[Any]
+    tag: npt.NDArray[Any]
+    next_from_seq: int
+    tombstone: Tombstone | None
+    scanned: int
+
+
+def select_sealed(
+    t: TopicState, cursor: int, limit: int, max_bytes: int, filtered: bool
+) -> SealedSelection | None:
+    """`select_slots`' read when every row it takes is sealed (payload out of memory), as
+    arrays; None for any other read (the caller then takes `select_slots`). The caller
+    holds `t.lock`."""
+    segs = t.segments
+    if filtered or t.config.ttl_ms > 0 or segs is None:
+        return None
+    plan = _plan(t, cursor, limit, max_bytes)
+    rows = plan.rows
+    if not len(rows) or plan.first + int(rows[-1]) >= t.frozen.n:
+        return None
+    first, last = plan.base + int(rows[0]), plan.base + int(rows[-1])
+    if segs.unsliced and any(s.first_seq in segs.unsliced for s in segs.overlapping(first, last)):
+        return None
+    ts, labels, node, tag = t.frozen.packed(plan.first + rows)
+    seq = (plan.base + rows).astype(np.int64)
+    return SealedSelection(
+        seq, ts, labels, node, tag, plan.next_from_seq, plan.tombstone, plan.scanned
+    )
+
+
+def fill_sealed(
+    sel: SealedSelection, segs: TopicSegments, pins: list[PinnedSegment]
+) -> tuple[PackedColumns, int] | None:
+    """The packed columns of `sel`, their texts sliced from the pinned segments (verified a
+    run at a time, exactly as `fill_columns` reads them), and how many rows came from the
+    cold tier; None when a run holds a blob with meta or not in the sliced form (the caller
+    then reads the page as lists)."""
+    seqs = sel.seq
+    runs: list[DataRun] = []
+    cold = 0
+    for pin, start, end in runs_by_segment(seqs, pins):
+        spans = segs.store.read_run_spans(pin, int(seqs[start]), int(seqs[end - 1]))
+        if spans is None:
+            segs.unsliced.add(pin.info.first_seq)
+            return None
+        chunk, run_first, starts, ends = spans
+        at = seqs[start:end] - run_first
+        runs.append(DataRun(chunk, starts[at], ends[at]))
+        if pin.info.tier == "cold":
+            cold += end - start
+    cols = PackedColumns(seqs, sel.ts, sel.labels, sel.node, sel.tag, runs)
+    return cols, cold
 
 
 def fill_columns(

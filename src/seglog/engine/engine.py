@@ -44,7 +44,7 @@ from seglog.engine.routers import RouterTable
 from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.stats import EngineStats, TopicStats
-from seglog.engine.topic import DedupeEntry, TopicState
+from seglog.engine.topic import DedupeEntry, Missing, TopicState
 from seglog.errors import ErrorCode, SeglogError, internal, invalid, throttled, topic_not_found
 from seglog.model import (
     DeleteResult,
@@ -54,6 +54,7 @@ from seglog.model import (
     PutTopicResult,
     QueueCounts,
     ReadResult,
+    Record,
     RecordBatch,
     RecordIn,
     Selector,
@@ -776,11 +777,14 @@ class Engine:
         max_bytes: int = 1_048_576,
         wait: bool = True,
         columnar: bool = False,
+        packed: bool = False,
     ) -> ReadResult:
         """SEMANTICS §4.4–§4.5: records after the cursor, at most one tombstone. With
         `wait=False` (the event loop, after awaiting `prepare_read`) a retention watermark
         that became due meanwhile is submitted but not waited for. `columnar` answers the
-        same read in `ReadResult.columns` (API §13.1) instead of `records`."""
+        same read in `ReadResult.columns` (API §13.1) instead of `records`; with `packed`
+        too, a page of sealed records without meta comes as `PackedColumns` (arrays and
+        segment spans, for the Arrow form)."""
         t = self._topic(name)
         if wait:
             self.forwarder.drain_into(name)
@@ -791,12 +795,23 @@ class Engine:
         filtered = bool(nodes) and t.config.dedupe_node
         with t.lock:
             self.retain(t, now)
-            sel = (
-                column_read.select_slots(t, from_seq, limit, max_bytes, now, filtered)
-                if columnar
+            sealed = (
+                column_read.select_sealed(t, from_seq, limit, max_bytes, filtered)
+                if columnar and packed
                 else None
             )
-            if sel is None:
+            sel = (
+                column_read.select_slots(t, from_seq, limit, max_bytes, now, filtered)
+                if columnar and sealed is None
+                else None
+            )
+            recs: list[Record]
+            missing: list[Missing]
+            if sealed is not None:
+                recs, missing = [], []
+                nxt, tomb, scanned = sealed.next_from_seq, sealed.tombstone, sealed.scanned
+                first_missing, last_missing = int(sealed.seq[0]), int(sealed.seq[-1])
+            elif sel is None:
                 recs, missing, nxt, tomb, scanned = t.read(from_seq, limit, nodes, max_bytes, now)
                 first_missing = missing[0][1] if missing else 0
                 last_missing = missing[-1][1] if missing else 0
@@ -811,6 +826,13 @@ class Engine:
             t.last_consumed_ms = now
             head, earliest = t.head, t.earliest()
         cold = 0
+        if sealed is not None:
+            assert segs is not None  # `select_sealed` takes none without segments
+            filled = column_read.fill_sealed(sealed, segs, pins)
+            if filled is None:  # a blob with meta: the page as lists
+                return self.read(name, from_seq, limit, nodes, max_bytes, False, True)
+            packed_cols, cold = filled
+            return ReadResult(name, [], nxt, head, earliest, tomb, scanned, cold, packed_cols)
         if first_missing:
             # Sealed payloads are read with the lock released (the segments are pinned).
             if segs is None:

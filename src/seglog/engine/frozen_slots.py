@@ -200,6 +200,7 @@ class TsColumn:
 
 
 _TRIM_LABELS = 256  # a table this large is trimmed to the labels in use when it halves
+_PACKED_TABLE = 4096  # `packed` copies a table up to this size, else the labels used
 
 
 class FrozenSlots:
@@ -388,6 +389,25 @@ class FrozenSlots:
             self._decode(self._tag[at]),
             self._size[at].tolist(),
         )
+
+    def packed(
+        self, at: npt.NDArray[np.intp]
+    ) -> tuple[npt.NDArray[np.int64], list[str | None], Codes, Codes]:
+        """`ts`, a label table (code 0 is None) and the node and tag codes of the slots
+        `at`, as arrays: `pick` without a Python object per slot. The table is the used
+        labels' own when this table is large, so it never copies thousands of labels."""
+        node, tag = self._node[at], self._tag[at]
+        labels: list[str | None]
+        if len(self._labels) <= _PACKED_TABLE:
+            labels = list(self._labels)
+        else:
+            used, inverse = np.unique(np.concatenate((node, tag)), return_inverse=True)
+            labels = [self._labels[c] for c in used.tolist()]
+            if labels[0] is not None:  # code 0 (None) unused: keep it first all the same
+                labels.insert(0, None)
+                inverse = inverse + 1
+            node, tag = inverse[: len(at)], inverse[len(at) :]
+        return self._ts.take(at), labels, node, tag
 
     def sizes(self, a: int, b: int) -> npt.NDArray[np.uint32]:
         """A read-only view of the sizes of `[a, b)`."""

@@ -7,6 +7,9 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterator, Sequence
 
+import numpy as np
+import numpy.typing as npt
+
 from seglog.core.payload_blob import decode_blob
 from seglog.engine.topic import Missing
 from seglog.model import Record
@@ -14,7 +17,7 @@ from seglog.storage.segment import PinnedSegment, SegmentStore
 
 
 def runs_by_segment(
-    seqs: Sequence[int], pins: list[PinnedSegment]
+    seqs: Sequence[int] | npt.NDArray[np.int64], pins: list[PinnedSegment]
 ) -> Iterator[tuple[PinnedSegment, int, int]]:
     """`(pin, start, end)` for each pinned segment holding `seqs[start:end]` (ascending
     seqs, pins in seq order). Raises `LookupError` for a seq no pinned segment holds."""

@@ -95,6 +95,10 @@ class TopicSegments:
         self._firsts: list[int] = []
         # Killed seqs whose sealed del_flag is not written yet (`flag_deleted`).
         self.unflagged: list[int] = []
+        # Sealed segments (first seqs) with a payload not in the sliced form (it carries
+        # meta): packed reads (`column_read.select_sealed`) skip them. A hint, added to
+        # without the lock; a segment missing from it costs one failed attempt.
+        self.unsliced: set[int] = set()
         self.active_first = active_first
         self.active_since_ms: int | None = None
         # Records below `active_first` (kept from before the topic became persistent) are

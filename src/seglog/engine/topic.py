@@ -832,6 +832,22 @@ class TopicState:
             fr.size_list(a, mid) + self._size[:y],
         )
 
+    def sizes_at(self, slots: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
+        """The sizes of the (ascending, in range) `slots`."""
+        f = self.frozen.n
+        k = int(np.searchsorted(slots, f))
+        out = np.empty(len(slots), np.int64)
+        if k:
+            out[:k] = self.frozen.sizes(0, f)[slots[:k]]
+        if k < len(slots):
+            rest = (slots[k:] - f).tolist()
+            if rest[-1] - rest[0] + 1 == len(rest):
+                out[k:] = self._size[rest[0] : rest[-1] + 1]
+            else:
+                sizes = self._size
+                out[k:] = [sizes[j] for j in rest]
+        return out
+
     def pick_columns(self, slots: list[int]) -> tuple[
         list[int], list[str | None], list[str | None], list[builtins.bytes | None],
         list[builtins.bytes | None], list[int],

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from seglog.model import ReadResult
+import numpy as np
+
+from seglog.model import PackedColumns, ReadResult
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 
@@ -40,20 +42,25 @@ def encode_arrow_diff(
         pa.field("ts", pa.int64(), nullable=False),
         pa.field("node", pa.string()),
     ]
-    columns: list[Any] = [
-        pa.array(cols.seq, pa.int64()),
-        pa.array(cols.ts, pa.int64()),
-        pa.array(cols.node, pa.string()),
-    ]
+    if isinstance(cols, PackedColumns):
+        columns = _packed_columns(cols, include_tags, include_meta)
+    else:
+        columns = [
+            pa.array(cols.seq, pa.int64()),
+            pa.array(cols.ts, pa.int64()),
+            pa.array(cols.node, pa.string()),
+        ]
+        if include_tags:
+            columns.append(pa.array(cols.tag, pa.string()))
+        # Stored JSON text is UTF-8 already: build binary (no per-value validation), view it.
+        columns.append(pa.array(cols.data, pa.binary()).view(pa.string()))
+        if include_meta:
+            columns.append(pa.array(cols.meta, pa.binary()).view(pa.string()))
     if include_tags:
         fields.append(pa.field("tag", pa.string()))
-        columns.append(pa.array(cols.tag, pa.string()))
     fields.append(pa.field("data", pa.string(), nullable=False))
-    # Stored JSON text is UTF-8 already: build binary (no per-value validation) and view it.
-    columns.append(pa.array(cols.data, pa.binary()).view(pa.string()))
     if include_meta:
         fields.append(pa.field("meta", pa.string()))
-        columns.append(pa.array(cols.meta, pa.binary()).view(pa.string()))
     schema = pa.schema(fields, metadata={b"seglog": scalars})
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, schema) as writer:
@@ -61,3 +68,30 @@ def encode_arrow_diff(
             writer.write_batch(pa.record_batch(columns, schema=schema))
     out: bytes = sink.getvalue().to_pybytes()
     return out
+
+
+def _packed_columns(cols: PackedColumns, include_tags: bool, include_meta: bool) -> list[Any]:
+    """The same columns from a packed read: labels decoded by one `take` over the table,
+    texts gathered from the segment spans (`arrow_spans`), no meta (a packed read has
+    none)."""
+    import pyarrow as pa
+
+    from seglog.arrow_spans import spans_array
+
+    labels = pa.array(cols.labels, pa.string())
+    columns: list[Any] = [
+        pa.array(cols.seq, pa.int64()),
+        pa.array(cols.ts, pa.int64()),
+        labels.take(pa.array(cols.node)),
+    ]
+    if include_tags:
+        columns.append(labels.take(pa.array(cols.tag)))
+    texts = [
+        spans_array(pa.py_buffer(run.buf), run.starts, run.ends, np.arange(len(run.starts)))
+        for run in cols.data
+    ]
+    data = texts[0] if len(texts) == 1 else pa.concat_arrays(texts)
+    columns.append(data.view(pa.string()))
+    if include_meta:
+        columns.append(pa.nulls(len(cols), pa.string()))
+    return columns

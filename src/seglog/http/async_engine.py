@@ -279,6 +279,7 @@ class AsyncEngine:
         nodes: frozenset[str],
         max_bytes: int,
         columnar: bool = False,
+        packed: bool = False,
     ) -> ReadResult:
         e = self.engine
         if e.routers_pending_into(name):
@@ -292,6 +293,8 @@ class AsyncEngine:
             # Cold-tier bytes may come from a slow disk, and a big columnar page takes a
             # while to gather: read off the event loop.
             return await blocking(
-                e.read, name, from_seq, limit, nodes, max_bytes, columnar=columnar
+                e.read, name, from_seq, limit, nodes, max_bytes, columnar=columnar, packed=packed
             )
-        return e.read(name, from_seq, limit, nodes, max_bytes, wait=False, columnar=columnar)
+        return e.read(
+            name, from_seq, limit, nodes, max_bytes, wait=False, columnar=columnar, packed=packed
+        )

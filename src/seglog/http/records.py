@@ -45,7 +45,7 @@ async def diff(request: Request) -> Response:
     db = st.db
     nodes = frozenset(req.nodes)
     # Both answers are built from a columnar read: no `Record` object per row.
-    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, True)
+    res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, True, arrow)
     if (
         req.wait_ms > 0
         and _empty(res)
@@ -60,7 +60,7 @@ async def diff(request: Request) -> Response:
             )
             if woken is None:
                 return Response(status_code=499)  # the client is gone; nobody reads this
-        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, True)
+        res = await db.read(name, req.from_seq, req.limit, nodes, req.max_batch_bytes, True, arrow)
     if arrow:
         scalars = orjson.dumps(read_result_fields(res, elapsed_ms(t0)))
         body = encode_arrow_diff(res, req.include_tags, req.include_meta, scalars)

@@ -180,6 +180,7 @@ def encode_read_result(
 ) -> bytes:
     f = read_result_fields(res, total_ms)
     if res.columns is not None:
+        assert isinstance(res.columns, RecordColumns)  # packed reads are for Arrow only
         array = columns_array(res.columns, include_tags, include_meta)
     else:
         array = records_array(res.records, include_tags, include_meta)

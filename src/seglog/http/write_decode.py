@@ -136,10 +136,7 @@ def _batch_of(cols: Columns, batch_node: str | None) -> RecordBatch | None:
     n = len(data)
     if not 0 < n <= MAX_RECORDS_PER_WRITE:
         return None
-    if own_node:
-        nodes = [batch_node if v is None else v for v in nodes]
-    else:
-        nodes = [batch_node] * n
+    nodes = [batch_node if v is None else v for v in nodes] if own_node else [batch_node] * n
     return RecordBatch(data, [None] * n, nodes, tags)
 
 
