@@ -1347,6 +1347,55 @@ done:
     return out;
 }
 
+/* ---- table_codes ------------------------------------------------------------------- */
+
+PyDoc_STRVAR(table_codes_doc,
+"table_codes(labels, table, out) -> int\n\n"
+"out[i] = table[labels[i]] for the list `labels` and the dict `table` (label -> code, None\n"
+"included), into `out`, a writable native uint32 buffer of len(labels). Returns -1 when\n"
+"every label is in the table, else the index of the first that is not (out is filled up\n"
+"to it). OverflowError for a code outside uint32. Python twin:\n"
+"seglog.core.native.table_codes_py.");
+
+static PyObject *table_codes(PyObject *self, PyObject *args) {
+    PyObject *labels, *table;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!O!w*", &PyList_Type, &labels, &PyDict_Type, &table, &out))
+        return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(labels), miss = -1;
+    if (out.len != n * 4) {
+        PyErr_SetString(PyExc_ValueError, "out must be a uint32 column of len(labels)");
+        goto done;
+    }
+    uint32_t *codes = (uint32_t *)out.buf, code = 0;
+    PyObject *prev = NULL; /* the previous label (borrowed from the list): most repeat */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(labels, i);
+        if (x != prev) {
+            PyObject *c = PyDict_GetItemWithError(table, x); /* str and None: no Python runs */
+            if (c == NULL) {
+                if (PyErr_Occurred()) goto done;
+                miss = i;
+                break;
+            }
+            unsigned long v = PyLong_AsUnsignedLong(c);
+            if (v == (unsigned long)-1 && PyErr_Occurred()) goto done;
+            if (v > 0xFFFFFFFFul) {
+                PyErr_SetString(PyExc_OverflowError, "a label code is outside uint32");
+                goto done;
+            }
+            code = (uint32_t)v;
+            prev = x;
+        }
+        codes[i] = code;
+    }
+    result = PyLong_FromSsize_t(miss);
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
@@ -1362,6 +1411,7 @@ static PyMethodDef methods[] = {
     {"json_unproven", json_unproven, METH_VARARGS, json_unproven_doc},
     {"json_unproven_spans", json_unproven_spans, METH_VARARGS, json_unproven_spans_doc},
     {"record_columns", record_columns, METH_VARARGS, record_columns_doc},
+    {"table_codes", table_codes, METH_VARARGS, table_codes_doc},
     {NULL, NULL, 0, NULL},
 };
 

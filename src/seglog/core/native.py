@@ -145,3 +145,29 @@ def json_unproven_spans(buf: bytes, starts: Ints, stops: Ints) -> list[int]:
         buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(stops, np.int64)
     )
     return unproven
+
+
+def table_codes_py(
+    labels: list[str | None], table: dict[str | None, int], out: npt.NDArray[np.uint32]
+) -> int:
+    """`out[i] = table[labels[i]]` until a label the table lacks: its index, or -1 when
+    there is none; the C version's twin. `out` is a uint32 column of `len(labels)`."""
+    if len(out) != len(labels):
+        raise ValueError("out must be a uint32 column of len(labels)")
+    for i, x in enumerate(labels):
+        code = table.get(x)
+        if code is None:
+            return i
+        out[i] = code
+    return -1
+
+
+def table_codes(
+    labels: list[str | None], table: dict[str | None, int], out: npt.NDArray[np.uint32]
+) -> int:
+    """`table_codes_py`, in one C call when the speedups are built (a label that repeats
+    the previous one costs no lookup)."""
+    if speedups is None:
+        return table_codes_py(labels, table, out)
+    miss: int = speedups.table_codes(labels, table, out)
+    return miss

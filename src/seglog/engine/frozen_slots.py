@@ -22,6 +22,8 @@ from typing import Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
+from seglog.core.native import table_codes
+
 Codes = npt.NDArray[np.unsignedinteger]
 # A column of labels as a table and codes into it: code 0 is None, code k is table[k - 1].
 CodedLabels = tuple[list[str], Codes]
@@ -265,15 +267,15 @@ class FrozenSlots:
 
     def codes_of(self, labels: Sequence[str | None]) -> Codes:
         """This table's codes for `labels` (new ones are added to it)."""
-        if labels.count(None) == len(labels):
-            return np.zeros(len(labels), np.uint8)
-        got = list(map(self._code.get, labels))  # the dict maps None to 0 as well
-        if None in got:  # labels new to the table
-            for x in labels:
+        listed = labels if isinstance(labels, list) else list(labels)
+        out = np.empty(len(listed), np.uint32)
+        miss = table_codes(listed, self._code, out)  # the dict maps None to 0 as well
+        if miss >= 0:  # labels new to the table
+            for x in listed[miss:]:
                 if x not in self._code:
                     self._add(cast(str, x))
-            got = list(map(self._code.get, labels))
-        return np.array(got, np.uint32)
+            table_codes(listed, self._code, out)
+        return out
 
     def recode(self, coded: CodedLabels) -> Codes:
         """A segment's labels (its own table) as codes of this table."""
