@@ -316,3 +316,41 @@ def test_a_sealed_page_without_meta_comes_packed_and_one_with_meta_as_lists(
         assert as_rows(both) == as_rows(e.read("p", 90, 20, max_bytes=1 << 30))
     finally:
         e.close(snapshot=False)
+
+
+def test_a_quoted_m_in_data_or_meta_outside_the_page_keeps_pages_packed(tmp_path: Path) -> None:
+    """Only a record of the page that carries meta sends it to lists: a data value with an
+    `"m"` key is decoded to be sure, and a deleted record with meta elsewhere in the
+    segment is not read."""
+    e = Engine(
+        EngineOptions(
+            data_dir=tmp_path, wal_shards=1, segment_max_events=100, segment_payload_cache=0
+        ),
+        clock=ManualClock(),
+    )
+    e.open()
+    try:
+        e.put_topic("p", TopicConfig())
+        recs = [RecordIn.of({"m": j} if j % 10 == 0 else {"j": j}) for j in range(100)]
+        recs[95] = RecordIn.of({"j": 95}, meta={"k": 1})
+        e.write("p", recs)
+        seal_topic(e, e.topics["p"], force=True)
+        segs = e.topics["p"].segments
+        assert segs is not None
+        page = e.read("p", 0, 60, max_bytes=1 << 30, columnar=True, packed=True)
+        assert isinstance(page.columns, PackedColumns) and not segs.unsliced
+        assert as_rows(page) == as_rows(e.read("p", 0, 60, max_bytes=1 << 30))
+        assert (
+            page.columns.data[0].buf[page.columns.data[0].starts[0] : page.columns.data[0].ends[0]]
+            == b'{"m":0}'
+        )
+        tail = e.read("p", 90, 10, max_bytes=1 << 30, columnar=True, packed=True)
+        assert not isinstance(tail.columns, PackedColumns) and segs.unsliced == {1}
+        assert as_rows(tail) == as_rows(e.read("p", 90, 10, max_bytes=1 << 30))
+        e.delete_records("p", before_seq=97)  # the meta record (seq 96) is gone
+        segs.unsliced.clear()
+        later = e.read("p", 96, 4, max_bytes=1 << 30, columnar=True, packed=True)
+        assert isinstance(later.columns, PackedColumns)
+        assert as_rows(later) == as_rows(e.read("p", 96, 4, max_bytes=1 << 30))
+    finally:
+        e.close(snapshot=False)

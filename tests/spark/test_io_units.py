@@ -205,3 +205,21 @@ def test_a_failed_append_ends_the_partition_and_no_later_chunk_is_sent() -> None
         write_partition(c, [batch], opts, "spark:w1:0", 0, 0)
     assert [r["data"]["n"] for r in c.written] == [0, 1, 2, 3]
     assert sorted(c.keys) == ["spark:w1:0:0", "spark:w1:0:1"]
+
+
+def test_an_append_that_failed_while_the_next_chunk_was_cut_is_the_error_reported() -> None:
+    """Chunk 0's append fails while chunk 1 cannot be cut (a row that is not JSON): the
+    task reports the append's failure, which came first, with the cut's error chained."""
+    from seglog.spark.schema import SeglogSchemaError
+
+    opts = parse_write_options({"url": "http://x", "topic": "out", "writeBatchSize": "2"})
+    good = pa.RecordBatch.from_pydict({"data": ['{"n": 0}', '{"n": 1}']})
+    bad = pa.RecordBatch.from_pydict({"data": ["not json"]})
+
+    class Down(FakeClient):
+        def append_encoded(self, topic: str, records_json: bytes, **kwargs: Any) -> Appended:
+            raise ConnectionError("server gone")
+
+    with pytest.raises(ConnectionError, match="server gone") as caught:
+        write_partition(Down(), [good, bad], opts, "spark:w1:0", 0, 0)
+    assert isinstance(caught.value.__cause__, SeglogSchemaError)

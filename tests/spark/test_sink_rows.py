@@ -154,3 +154,10 @@ def test_chunk_cut_is_the_reference_cut_for_any_batch_split(
             break
     got += [(c.topic, orjson.loads(c.records_json)) for c in cutter.finish()]
     assert got == want
+
+
+def test_an_empty_column_without_buffers_is_checked() -> None:
+    empty = pa.Array.from_buffers(pa.string(), 0, [None, None, pa.py_buffer(b"")])
+    empty.validate(full=True)
+    b = pa.RecordBatch.from_arrays([empty], names=["data"])
+    assert encode_batch(b, True, "d").text == b""

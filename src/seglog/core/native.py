@@ -118,7 +118,7 @@ def json_unproven(texts: list[bytes]) -> list[int]:
     sense). With the speedups, one C scan proves the common subset (no floats, no `\\u`
     escapes, integers of at most 18 digits, ...) and lists only the rest, so its list
     holds `json_unproven_py`'s; without them every index is listed, for the caller's own
-    exact check. Raises TypeError for a text that is not bytes."""
+    exact check. With the speedups, raises TypeError for a text that is not bytes."""
     if speedups is None:
         return list(range(len(texts)))
     unproven: list[int] = speedups.json_unproven(texts)
@@ -136,6 +136,8 @@ def json_unproven_spans(buf: bytes, starts: Ints, stops: Ints) -> list[int]:
     and offsets), without copying the texts when the speedups are built. Raises ValueError
     if a span is out of bounds or reversed."""
     if speedups is None:
+        if len(stops) != len(starts):
+            raise ValueError("starts and stops must be of one length")
         if len(starts) and (
             (starts < 0).any() or (starts > stops).any() or (stops > len(buf)).any()
         ):

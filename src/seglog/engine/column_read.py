@@ -23,6 +23,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from seglog.core.payload_blob import decode_blob
+from seglog.core.segment_run import Ints, blobs_sliceable
 from seglog.core.watermarks import tombstone_for
 from seglog.engine.payloads import runs_by_segment
 from seglog.engine.segments import TopicSegments
@@ -101,10 +103,35 @@ def select_slots(
 ) -> SlotSelection | None:
     """`t.read(cursor, limit, nodes, max_bytes, now)` as columns, or None when the read needs
     the per-slot path (a TTL or a node filter). The caller holds `t.lock`."""
+    sel = select_columns(t, cursor, limit, max_bytes, now, filtered, packed=False)
+    assert not isinstance(sel, SealedSelection)
+    return sel
+
+
+def select_columns(
+    t: TopicState,
+    cursor: int,
+    limit: int,
+    max_bytes: int,
+    now: int,
+    filtered: bool,
+    packed: bool,
+) -> SlotSelection | SealedSelection | None:
+    """`select_slots`, or with `packed` the same read as a `SealedSelection` when every row
+    it takes is sealed (`select_sealed`); the page is planned once either way. The caller
+    holds `t.lock`."""
     if filtered or t.config.ttl_ms > 0:
         return None
     del now  # only TTL reads need it, and those take the per-slot path
     plan = _plan(t, cursor, limit, max_bytes)
+    if packed:
+        sealed = select_sealed(t, plan)
+        if sealed is not None:
+            return sealed
+    return _slot_selection(t, plan)
+
+
+def _slot_selection(t: TopicState, plan: _Plan) -> SlotSelection:
     rows: list[int] = plan.rows.tolist()
     if not rows:
         return SlotSelection(
@@ -151,18 +178,12 @@ class SealedSelection:
     scanned: int
 
 
-def select_sealed(
-    t: TopicState, cursor: int, limit: int, max_bytes: int, filtered: bool
-) -> SealedSelection | None:
-    """`select_slots`' read when every row it takes is sealed (payload out of memory), as
-    arrays; None for any other read (the caller then takes `select_slots`). The caller
-    holds `t.lock`."""
+def select_sealed(t: TopicState, plan: _Plan) -> SealedSelection | None:
+    """The planned read as arrays when every row it takes is sealed (payload out of
+    memory) and no segment it reads is known to hold meta; else None."""
     segs = t.segments
-    if filtered or t.config.ttl_ms > 0 or segs is None:
-        return None
-    plan = _plan(t, cursor, limit, max_bytes)
     rows = plan.rows
-    if not len(rows) or plan.first + int(rows[-1]) >= t.frozen.n:
+    if segs is None or not len(rows) or plan.first + int(rows[-1]) >= t.frozen.n:
         return None
     first, last = plan.base + int(rows[0]), plan.base + int(rows[-1])
     if segs.unsliced and any(s.first_seq in segs.unsliced for s in segs.overlapping(first, last)):
@@ -179,23 +200,38 @@ def fill_sealed(
 ) -> tuple[PackedColumns, int] | None:
     """The packed columns of `sel`, their texts sliced from the pinned segments (verified a
     run at a time, exactly as `fill_columns` reads them), and how many rows came from the
-    cold tier; None when a run holds a blob with meta or not in the sliced form (the caller
-    then reads the page as lists)."""
+    cold tier; None when a row's record carries meta (the caller then reads the page as
+    lists, and later packed reads skip that segment: `TopicSegments.unsliced`)."""
     seqs = sel.seq
     runs: list[DataRun] = []
     cold = 0
     for pin, start, end in runs_by_segment(seqs, pins):
-        spans = segs.store.read_run_spans(pin, int(seqs[start]), int(seqs[end - 1]))
-        if spans is None:
+        spans = segs.store.read_run_blob_spans(pin, int(seqs[start]), int(seqs[end - 1]))
+        assert spans is not None  # the run holds seqs[start]
+        chunk, run_first, all_starts, all_ends = spans
+        at = seqs[start:end] - run_first
+        starts, ends = all_starts[at], all_ends[at]
+        if not _texts_sliced(chunk, starts, ends):
             segs.unsliced.add(pin.info.first_seq)
             return None
-        chunk, run_first, starts, ends = spans
-        at = seqs[start:end] - run_first
-        runs.append(DataRun(chunk, starts[at], ends[at]))
+        runs.append(DataRun(chunk, starts + 5, ends - 1))
         if pin.info.tier == "cold":
             cold += end - start
     cols = PackedColumns(seqs, sel.ts, sel.labels, sel.node, sel.tag, runs)
     return cols, cold
+
+
+def _texts_sliced(chunk: bytes, starts: Ints, ends: Ints) -> bool:
+    """Whether every blob `chunk[starts[k]:ends[k]]` is `{"d":` data `}` (no meta), so its
+    data text is `chunk[starts[k]+5 : ends[k]-1]`. `blobs_sliceable` vouches for most in
+    one pass; the few it cannot (a `"m"` inside the data) are decoded to be sure."""
+    sliceable = blobs_sliceable(chunk, starts, ends)
+    for k in np.flatnonzero(~sliceable).tolist():
+        a, b = int(starts[k]), int(ends[k])
+        data, meta = decode_blob(chunk[a:b])
+        if meta is not None or data != chunk[a + 5 : b - 1]:
+            return False
+    return True
 
 
 def fill_columns(

@@ -795,16 +795,13 @@ class Engine:
         filtered = bool(nodes) and t.config.dedupe_node
         with t.lock:
             self.retain(t, now)
-            sealed = (
-                column_read.select_sealed(t, from_seq, limit, max_bytes, filtered)
-                if columnar and packed
+            picked = (
+                column_read.select_columns(t, from_seq, limit, max_bytes, now, filtered, packed)
+                if columnar
                 else None
             )
-            sel = (
-                column_read.select_slots(t, from_seq, limit, max_bytes, now, filtered)
-                if columnar and sealed is None
-                else None
-            )
+            sealed = picked if isinstance(picked, column_read.SealedSelection) else None
+            sel = picked if isinstance(picked, column_read.SlotSelection) else None
             recs: list[Record]
             missing: list[Missing]
             if sealed is not None:

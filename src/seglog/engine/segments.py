@@ -95,9 +95,9 @@ class TopicSegments:
         self._firsts: list[int] = []
         # Killed seqs whose sealed del_flag is not written yet (`flag_deleted`).
         self.unflagged: list[int] = []
-        # Sealed segments (first seqs) with a payload not in the sliced form (it carries
-        # meta): packed reads (`column_read.select_sealed`) skip them. A hint, added to
-        # without the lock; a segment missing from it costs one failed attempt.
+        # Sealed segments (first seqs) where a packed read met a record with meta: later
+        # packed reads (`column_read.select_sealed`) skip them. A hint, added to without
+        # the lock; a segment missing from it costs one attempt that falls back.
         self.unsliced: set[int] = set()
         self.active_first = active_first
         self.active_since_ms: int | None = None
@@ -109,6 +109,8 @@ class TopicSegments:
     def set_sealed(self, infos: list[SegmentInfo]) -> None:
         self.sealed = sorted(infos, key=lambda s: s.first_seq)
         self._firsts = [s.first_seq for s in self.sealed]
+        if self.unsliced:
+            self.unsliced &= set(self._firsts)
 
     def add_sealed(self, info: SegmentInfo) -> None:
         self.sealed.append(info)

@@ -97,10 +97,19 @@ def write_partition(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="seglog-sink") as sender:
         in_flight: tuple[Chunk, Future[Any]] | None = None
-        for n, chunk in enumerate(chunks()):
-            if in_flight is not None:
-                settle(*in_flight)
-            in_flight = (chunk, sender.submit(append, n, chunk))
+        try:
+            for n, chunk in enumerate(chunks()):
+                if in_flight is not None:
+                    settle(*in_flight)
+                in_flight = (chunk, sender.submit(append, n, chunk))
+        except BaseException as cut_error:
+            # Cutting the next chunk failed: an append still in flight comes first (its
+            # error, if any, is the one to report).
+            if in_flight is not None and not in_flight[1].cancelled():
+                failed = in_flight[1].exception()
+                if failed is not None and failed is not cut_error:
+                    raise failed from cut_error
+            raise
         if in_flight is not None:
             settle(*in_flight)
     return result

@@ -3,9 +3,9 @@
 `encode_batch` turns one Arrow batch into the JSON text of its records (API §3 record
 objects, each followed by a comma), column by column with Arrow's string kernels when the
 columns allow it: `data` (and `meta`) already JSON text, `tag`/`node`/`topic` strings that
-need no JSON escaping. Each JSON text is still checked to be exactly one JSON value (a
-C scan over the column for the common canonical text, `orjson.loads` for the rest):
-spliced unchecked, a text like `1,"tag":"x"` would add fields to its record. Any other batch takes the per-record path (`batch_records`).
+need no JSON escaping. Each JSON text is still checked to be exactly one JSON value
+(a C scan over the column for the common canonical text, `orjson.loads` for the
+rest): spliced unchecked, a text like `1,"tag":"x"` would add fields to its record. Any other batch takes the per-record path (`batch_records`).
 
 `ChunkCutter` cuts the rows, in order and across batches, into single-topic chunks of at
 most `max_records` records and `max_bytes` bytes (a record bigger than that travels alone):
@@ -82,6 +82,8 @@ def _check_json(name: str, col: pa.Array) -> npt.NDArray[np.bool_]:
     checks), so splicing it cannot change the record around it. Returns which values are
     the JSON `null`. A C scan proves the common, canonical value (`json_unproven_spans`,
     over the column's own buffers); orjson parses the others one by one."""
+    if len(col) == 0:  # may have no offsets buffer at all
+        return np.zeros(0, np.bool_)
     _, offsets, values = col.buffers()
     window = np.frombuffer(offsets, np.int32)[col.offset : col.offset + len(col) + 1]
     bounds = window.astype(np.int64)

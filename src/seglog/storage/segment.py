@@ -55,7 +55,6 @@ from seglog.core.segment_format import (
 from seglog.core.segment_run import (
     Ints,
     SegmentLayout,
-    blobs_sliceable,
     run_blobs_of,
     run_payloads,
     segment_del_flags,
@@ -400,21 +399,18 @@ class SegmentStore:
         run = self._run(info, first, last, 0)
         return ([], []) if run is None else self._verified(run, run_payloads)
 
-    def read_run_spans(
+    def read_run_blob_spans(
         self, info: SegmentInfo | PinnedSegment, first: int, last: int
     ) -> tuple[bytes, int, Ints, Ints] | None:
         """`read_run_payloads` of `first..last` (clamped to the segment) as spans: one
         verified copy of the run's bytes, the seq of its first frame, and where each frame's
-        `data` text starts and ends in it (frame k is seq `first + k`). None when a blob of
-        the run is not in the sliced form (`{"d":` data `}`: it carries meta) or the run is
-        empty; the checks are `read_run_payloads`' own, so are its errors."""
+        payload blob starts and ends in it (frame k is seq `first + k`); None for an empty
+        run. The checks are `read_run_payloads`' own, so are its errors."""
         run = self._run(info, first, last, 0)
         if run is None:
             return None
         starts, ends = self._verified(run, verify_run)
-        if not blobs_sliceable(run.chunk, starts, ends).all():
-            return None
-        return run.chunk, run.first_seq, starts + 5, ends - 1
+        return run.chunk, run.first_seq, starts, ends
 
     def _run(
         self, info: SegmentInfo | PinnedSegment, first: int, last: int, max_bytes: int
