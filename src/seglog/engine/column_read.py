@@ -8,11 +8,10 @@ None and the caller converts an ordinary read (`columns_of_records`), so both fo
 the same records, cursor and tombstone by construction of the fallback and by the property
 test of the Arrow diff for the fast path.
 
-`select_sealed` plans the same read (one `_plan` for both) and, when every row it takes is
-sealed, answers it as arrays: the frozen slots' `ts` and label codes, and the texts as
-spans of the segments' verified bytes (`fill_sealed`), for the Arrow form of the bulk
-read — no Python object per record. A page whose segment holds a blob with meta is read
-as lists instead.
+`select_columns` plans the read once (`_plan`); for the Arrow form of the bulk read, when
+every row it takes is sealed, `select_sealed` answers it as arrays: the frozen slots' `ts`
+and label codes, and the texts as spans of the segments' verified bytes (`fill_sealed`) —
+no Python object per record. A page with a record that carries meta is read as lists.
 """
 
 from __future__ import annotations
