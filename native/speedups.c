@@ -36,6 +36,25 @@ static void outside_error(const char *what, Py_ssize_t i, int64_t lo, int64_t hi
                  (long long)lo, (long long)hi, size);
 }
 
+/* The slices buf[starts[i]:stops[i]] (8-byte columns of one length): their count, or -1
+ * with ValueError set if the columns differ or a slice (a `what`) is out of bounds. */
+static Py_ssize_t checked_slices(const char *what, const Py_buffer *buf, const Py_buffer *starts,
+                                 const Py_buffer *stops) {
+    if (starts->len % 8 || stops->len != starts->len) {
+        PyErr_SetString(PyExc_ValueError, "starts and stops must be 8-byte columns of one length");
+        return -1;
+    }
+    Py_ssize_t n = starts->len / 8;
+    const int64_t *a = (const int64_t *)starts->buf, *b = (const int64_t *)stops->buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!inside(a[i], b[i], (int64_t)buf->len)) {
+            outside_error(what, i, a[i], b[i], buf->len);
+            return -1;
+        }
+    }
+    return n;
+}
+
 /* ---- xxh3_slices ------------------------------------------------------------------- */
 
 PyDoc_STRVAR(xxh3_slices_doc,
@@ -101,18 +120,9 @@ static PyObject *byte_slices(PyObject *self, PyObject *args) {
     Py_buffer buf, starts, stops;
     if (!PyArg_ParseTuple(args, "y*y*y*", &buf, &starts, &stops)) return NULL;
     PyObject *out = NULL;
-    Py_ssize_t n = starts.len / 8;
-    if (starts.len % 8 || stops.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "starts and stops must be 8-byte columns of one length");
-        goto done;
-    }
+    Py_ssize_t n = checked_slices("slice", &buf, &starts, &stops);
+    if (n < 0) goto done;
     const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!inside(a[i], b[i], (int64_t)buf.len)) {
-            outside_error("slice", i, a[i], b[i], buf.len);
-            goto done;
-        }
-    }
     out = PyList_New(n);
     if (out == NULL) goto done;
     const char *base = (const char *)buf.buf;
@@ -1163,18 +1173,9 @@ static PyObject *json_unproven_spans(PyObject *self, PyObject *args) {
     Py_buffer buf, starts, stops;
     if (!PyArg_ParseTuple(args, "y*y*y*", &buf, &starts, &stops)) return NULL;
     PyObject *out = NULL;
-    Py_ssize_t n = starts.len / 8;
-    if (starts.len % 8 || stops.len != starts.len) {
-        PyErr_SetString(PyExc_ValueError, "starts and stops must be 8-byte columns of one length");
-        goto done;
-    }
+    Py_ssize_t n = checked_slices("span", &buf, &starts, &stops);
+    if (n < 0) goto done;
     const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!inside(a[i], b[i], (int64_t)buf.len)) {
-            outside_error("span", i, a[i], b[i], buf.len);
-            goto done;
-        }
-    }
     out = PyList_New(0);
     if (out == NULL) goto done;
     const unsigned char *base = (const unsigned char *)buf.buf;
