@@ -1136,6 +1136,14 @@ after:
 /* Whether p[0:n] is proven canonical (see json_unproven_doc). */
 static int canonical_json(const unsigned char *p, Py_ssize_t n) { return canon_value(p, 0, n) == n; }
 
+/* Append `item` (a new reference, or NULL after a failed call) to `list`; -1 on error. */
+static int append_new(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
 static PyObject *json_unproven(PyObject *self, PyObject *args) {
     PyObject *texts;
     if (!PyArg_ParseTuple(args, "O!", &PyList_Type, &texts)) return NULL;
@@ -1151,13 +1159,10 @@ static PyObject *json_unproven(PyObject *self, PyObject *args) {
         }
         if (canonical_json((const unsigned char *)PyBytes_AS_STRING(t), PyBytes_GET_SIZE(t)))
             continue;
-        PyObject *k = PyLong_FromSsize_t(i);
-        if (k == NULL || PyList_Append(out, k) < 0) {
-            Py_XDECREF(k);
+        if (append_new(out, PyLong_FromSsize_t(i)) < 0) {
             Py_DECREF(out);
             return NULL;
         }
-        Py_DECREF(k);
     }
     return out;
 }
@@ -1181,13 +1186,10 @@ static PyObject *json_unproven_spans(PyObject *self, PyObject *args) {
     const unsigned char *base = (const unsigned char *)buf.buf;
     for (Py_ssize_t i = 0; i < n; i++) {
         if (canonical_json(base + a[i], (Py_ssize_t)(b[i] - a[i]))) continue;
-        PyObject *k = PyLong_FromSsize_t(i);
-        if (k == NULL || PyList_Append(out, k) < 0) {
-            Py_XDECREF(k);
+        if (append_new(out, PyLong_FromSsize_t(i)) < 0) {
             Py_CLEAR(out);
             goto done;
         }
-        Py_DECREF(k);
     }
 done:
     PyBuffer_Release(&buf);
@@ -1254,13 +1256,6 @@ static Py_ssize_t label_end(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, 
     if (end < 0 || end - i - 2 > max) return -1;
     if (memchr(p + i + 1, '\\', (size_t)(end - i - 2)) != NULL) return -1;
     return end;
-}
-
-static int append_new(PyObject *list, PyObject *item) {
-    if (item == NULL) return -1;
-    int rc = PyList_Append(list, item);
-    Py_DECREF(item);
-    return rc;
 }
 
 static PyObject *record_columns(PyObject *self, PyObject *args) {

@@ -224,14 +224,21 @@ def test_the_packed_property_sees_packed_pages_and_list_pages() -> None:
     assert PACKED_READS[True] > 20 and PACKED_READS[False] > 20, PACKED_READS
 
 
-def test_sealed_pages_come_from_segment_runs(tmp_path: Path) -> None:
+def sealing_engine(data_dir: Path) -> Engine:
+    """An open engine that seals every 100 records and keeps no sealed payload in memory
+    (every sealed read goes to the segment files)."""
     e = Engine(
         EngineOptions(
-            data_dir=tmp_path, wal_shards=1, segment_max_events=100, segment_payload_cache=0
+            data_dir=data_dir, wal_shards=1, segment_max_events=100, segment_payload_cache=0
         ),
         clock=ManualClock(),
     )
     e.open()
+    return e
+
+
+def test_sealed_pages_come_from_segment_runs(tmp_path: Path) -> None:
+    e = sealing_engine(tmp_path)
     try:
         e.put_topic("p", TopicConfig())
         for i in range(5):
@@ -287,13 +294,7 @@ def test_live_runs_are_the_runs_of_live_records(dead: list[bool], delete_below: 
 def test_a_sealed_page_without_meta_comes_packed_and_one_with_meta_as_lists(
     tmp_path: Path,
 ) -> None:
-    e = Engine(
-        EngineOptions(
-            data_dir=tmp_path, wal_shards=1, segment_max_events=100, segment_payload_cache=0
-        ),
-        clock=ManualClock(),
-    )
-    e.open()
+    e = sealing_engine(tmp_path)
     try:
         e.put_topic("p", TopicConfig())
         e.write("p", [RecordIn.of({"j": j}, tag="t" if j % 2 else None) for j in range(100)])
@@ -322,13 +323,7 @@ def test_a_quoted_m_in_data_or_meta_outside_the_page_keeps_pages_packed(tmp_path
     """Only a record of the page that carries meta sends it to lists: a data value with an
     `"m"` key is decoded to be sure, and a deleted record with meta elsewhere in the
     segment is not read."""
-    e = Engine(
-        EngineOptions(
-            data_dir=tmp_path, wal_shards=1, segment_max_events=100, segment_payload_cache=0
-        ),
-        clock=ManualClock(),
-    )
-    e.open()
+    e = sealing_engine(tmp_path)
     try:
         e.put_topic("p", TopicConfig())
         recs = [RecordIn.of({"m": j} if j % 10 == 0 else {"j": j}) for j in range(100)]
