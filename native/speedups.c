@@ -141,6 +141,51 @@ done:
     return out;
 }
 
+/* ---- spans_into -------------------------------------------------------------------- */
+
+PyDoc_STRVAR(spans_into_doc,
+"spans_into(buf, starts, stops, out, at) -> int\n\n"
+"Copy buf[starts[i]:stops[i]] for each i, one after another, into the writable buffer out\n"
+"from byte at; returns the offset just past the last byte written. starts and stops are\n"
+"buffers of native int64 of one length. Raises ValueError if a slice is out of buf's bounds\n"
+"or reversed, or the spans do not fit in out from at (nothing is written then). The copy\n"
+"runs with the GIL released. Python twin: seglog.core.native.spans_into_py.");
+
+static PyObject *spans_into(PyObject *self, PyObject *args) {
+    Py_buffer buf, starts, stops, out;
+    Py_ssize_t at;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*n", &buf, &starts, &stops, &out, &at)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = checked_slices("slice", &buf, &starts, &stops);
+    if (n < 0) goto done;
+    {
+        const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
+        int64_t total = 0;
+        for (Py_ssize_t i = 0; i < n; i++) total += b[i] - a[i];
+        if (at < 0 || at > out.len || total > (int64_t)(out.len - at)) {
+            PyErr_Format(PyExc_ValueError, "%lld bytes do not fit in %zd bytes from %zd",
+                         (long long)total, out.len, at);
+            goto done;
+        }
+        const char *src = (const char *)buf.buf;
+        char *dst = (char *)out.buf + at;
+        Py_BEGIN_ALLOW_THREADS
+        for (Py_ssize_t i = 0; i < n; i++) {
+            size_t k = (size_t)(b[i] - a[i]);
+            memcpy(dst, src + a[i], k);
+            dst += k;
+        }
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(at + (Py_ssize_t)total);
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&starts);
+    PyBuffer_Release(&stops);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 /* ---- gather_rows ------------------------------------------------------------------- */
 
 PyDoc_STRVAR(gather_rows_doc,
@@ -329,7 +374,8 @@ PyDoc_STRVAR(label_codes_doc,
 "The distinct labels among the spans buf[starts[i]:starts[i]+widths[i]] (native int64\n"
 "columns), in order of first appearance, each decoded once as UTF-8; out[i] (a writable\n"
 "native uint32 column) is 1 + the index of span i's label. UnicodeDecodeError if a label\n"
-"is not UTF-8; ValueError if a span is outside buf (out is then undefined). Python twin:\n"
+"is not UTF-8 (raised after every span is checked); ValueError if a span is outside buf (out\n"
+"is then undefined). The spans are hashed with the GIL released. Python twin:\n"
 "seglog.core.segment_run.label_codes_py.");
 
 typedef struct {
@@ -338,11 +384,30 @@ typedef struct {
     uint32_t code; /* 0: empty slot */
 } label_slot;
 
+/* The spans' hash table, grown by doubling; allocated with PyMem_Raw* so the loop over
+ * the spans runs without the GIL (the labels' str objects are made after it). */
+static int label_slots_grow(label_slot **slots, size_t *cap) {
+    size_t ncap = *cap * 2;
+    label_slot *grown = PyMem_RawCalloc(ncap, sizeof(label_slot));
+    if (grown == NULL) return -1;
+    for (size_t j = 0; j < *cap; j++) {
+        if (!(*slots)[j].code) continue;
+        size_t q = (size_t)(*slots)[j].hash & (ncap - 1);
+        while (grown[q].code) q = (q + 1) & (ncap - 1);
+        grown[q] = (*slots)[j];
+    }
+    PyMem_RawFree(*slots);
+    *slots = grown;
+    *cap = ncap;
+    return 0;
+}
+
 static PyObject *label_codes(PyObject *self, PyObject *args) {
     Py_buffer buf, starts, widths, out;
     if (!PyArg_ParseTuple(args, "y*y*y*w*", &buf, &starts, &widths, &out)) return NULL;
     PyObject *table = NULL;
     label_slot *slots = NULL;
+    int64_t *firsts = NULL; /* (start, width) of each distinct label, in code order */
     Py_ssize_t n = starts.len / 8;
     const int64_t *a = (const int64_t *)starts.buf, *w = (const int64_t *)widths.buf;
     uint32_t *codes = (uint32_t *)out.buf;
@@ -351,20 +416,22 @@ static PyObject *label_codes(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "starts, widths (int64) and out (uint32) must be of one length");
         goto fail;
     }
-    table = PyList_New(0);
-    if (table == NULL) goto fail;
-    size_t cap = 64, used = 0;
-    slots = PyMem_Calloc(cap, sizeof(label_slot));
-    if (slots == NULL) {
+    size_t cap = 64, used = 0, firsts_cap = 32;
+    slots = PyMem_RawCalloc(cap, sizeof(label_slot));
+    firsts = PyMem_RawMalloc(firsts_cap * 2 * sizeof(int64_t));
+    if (slots == NULL || firsts == NULL) {
         PyErr_NoMemory();
         goto fail;
     }
+    Py_ssize_t bad = -1;
+    int nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         /* Read once, checked, then used: `out` may alias the spans. */
         int64_t at = a[i], width = w[i];
         if (at < 0 || width < 0 || at > (int64_t)buf.len - width) {
-            PyErr_Format(PyExc_ValueError, "span %zd is outside a buffer of %zd bytes", i, buf.len);
-            goto fail;
+            bad = i;
+            break;
         }
         const unsigned char *p = base + at;
         uint64_t h = XXH3_64bits(p, (size_t)width);
@@ -376,40 +443,52 @@ static PyObject *label_codes(PyObject *self, PyObject *args) {
             codes[i] = slots[k].code;
             continue;
         }
-        PyObject *label = PyUnicode_DecodeUTF8((const char *)p, (Py_ssize_t)width, NULL);
-        if (label == NULL) goto fail;
-        int rc = PyList_Append(table, label);
-        Py_DECREF(label);
-        if (rc < 0) goto fail;
+        if (used == firsts_cap) {
+            int64_t *more = PyMem_RawRealloc(firsts, firsts_cap * 4 * sizeof(int64_t));
+            if (more == NULL) {
+                nomem = 1;
+                break;
+            }
+            firsts = more;
+            firsts_cap *= 2;
+        }
+        firsts[2 * used] = at;
+        firsts[2 * used + 1] = width;
         used++;
         slots[k] = (label_slot){h, at, width, (uint32_t)used};
         codes[i] = (uint32_t)used;
-        if (used * 2 > cap) { /* grow: rehash every entry into twice the slots */
-            size_t ncap = cap * 2;
-            label_slot *grown = PyMem_Calloc(ncap, sizeof(label_slot));
-            if (grown == NULL) {
-                PyErr_NoMemory();
-                goto fail;
-            }
-            for (size_t j = 0; j < cap; j++) {
-                if (!slots[j].code) continue;
-                size_t q = (size_t)slots[j].hash & (ncap - 1);
-                while (grown[q].code) q = (q + 1) & (ncap - 1);
-                grown[q] = slots[j];
-            }
-            PyMem_Free(slots);
-            slots = grown;
-            cap = ncap;
+        if (used * 2 > cap && label_slots_grow(&slots, &cap) < 0) {
+            nomem = 1;
+            break;
         }
     }
-    PyMem_Free(slots);
+    Py_END_ALLOW_THREADS
+    if (nomem) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if (bad >= 0) {
+        PyErr_Format(PyExc_ValueError, "span %zd is outside a buffer of %zd bytes", bad, buf.len);
+        goto fail;
+    }
+    table = PyList_New((Py_ssize_t)used);
+    if (table == NULL) goto fail;
+    for (size_t j = 0; j < used; j++) {
+        PyObject *label = PyUnicode_DecodeUTF8(
+            (const char *)base + firsts[2 * j], (Py_ssize_t)firsts[2 * j + 1], NULL);
+        if (label == NULL) goto fail;
+        PyList_SET_ITEM(table, (Py_ssize_t)j, label);
+    }
+    PyMem_RawFree(slots);
+    PyMem_RawFree(firsts);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&starts);
     PyBuffer_Release(&widths);
     PyBuffer_Release(&out);
     return table;
 fail:
-    PyMem_Free(slots);
+    PyMem_RawFree(slots);
+    PyMem_RawFree(firsts);
     Py_XDECREF(table);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&starts);
@@ -1396,6 +1475,7 @@ static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
     {"gather_rows", gather_rows, METH_VARARGS, gather_rows_doc},
+    {"spans_into", spans_into, METH_VARARGS, spans_into_doc},
     {"label_codes", label_codes, METH_VARARGS, label_codes_doc},
     {"blobs_sliceable", blobs_sliceable, METH_VARARGS, blobs_sliceable_doc},
     {"segment_layout", segment_layout, METH_VARARGS, segment_layout_doc},

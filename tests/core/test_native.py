@@ -430,6 +430,50 @@ def test_gather_rows_rejects_a_row_outside_the_buffer(impl: str, at: int) -> Non
         fn(b"0123456789", np.array([0, at], np.int64), 3)
 
 
+@needs_native
+@settings(max_examples=200, deadline=None)
+@given(buf=st.binary(max_size=300), data=st.data())
+def test_spans_into_equals_the_twin(buf: bytes, data: st.DataObject) -> None:
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(buf)), max_size=20)))
+    starts = np.array(cuts[0::2][: len(cuts) // 2], np.int64)
+    ends = np.array(cuts[1::2], np.int64)
+    want = b"".join(buf[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True))
+    at = data.draw(st.integers(0, 5))
+    room = at + len(want) + data.draw(st.integers(0, 3))
+    outs = []
+    for fn in (native.spans_into, native.spans_into_py):
+        out = np.full(room, 0xEE, np.uint8)
+        assert fn(buf, starts, ends, out, at) == at + len(want)
+        assert bytes(out[at : at + len(want)]) == want
+        assert (out[:at] == 0xEE).all() and (out[at + len(want) :] == 0xEE).all()
+        outs.append(bytes(out))
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        ([0], [11], 20, 0),  # a span past the buffer
+        ([5], [3], 20, 0),  # reversed
+        ([-1], [3], 20, 0),  # before it
+        ([0, 4], [4, 10], 9, 0),  # 10 bytes into 9
+        ([0], [4], 9, 6),  # from 6, 4 bytes into 9
+        ([0], [0], 9, 10),  # `at` past the end
+        ([0], [0], 9, -1),
+    ],
+)
+def test_spans_into_refuses_what_does_not_fit_and_writes_nothing(impl: str, case: tuple) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    starts, ends, room, at = case
+    fn = native.spans_into if impl == "c" else native.spans_into_py
+    out = np.zeros(room, np.uint8)
+    with pytest.raises(ValueError):
+        fn(b"0123456789", np.array(starts, np.int64), np.array(ends, np.int64), out, at)
+    assert not out.any()
+
+
 SPAN_TEXT = st.sampled_from(["", "a", "ab", "é", "g1", "g2", "\U0001f600", "x" * 70, "y" * 65])
 
 

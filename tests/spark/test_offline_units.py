@@ -559,15 +559,15 @@ def test_a_corrupt_segment_no_task_reads_still_fails_the_read(tmp_path: Path) ->
         )
 
 
-@pytest.mark.parametrize("max_rows, max_bytes", [(120, 1 << 30), (1 << 20, 1)])
+@pytest.mark.parametrize("max_rows, max_bytes", [(120, 1 << 30), (1 << 20, 1), (30, 1 << 30)])
 def test_segments_travel_joined_in_batches_of_about_the_limit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_rows: int, max_bytes: int
 ) -> None:
     e = Engine(options(tmp_path))
     e.open()
     e.put_topic("s", TopicConfig())
-    for k in range(8):  # 8 segments of 50; the last four carry meta (decoded record by record)
-        e.write("s", [RecordIn.of({"i": i}, meta={"k": k} if k >= 4 else None, tag="t")
+    for k in range(8):  # 8 segments of 50; the odd ones carry meta (decoded record by record)
+        e.write("s", [RecordIn.of({"i": i}, meta={"k": k} if k % 2 else None, tag="t")
                       for i in range(50 * k, 50 * k + 50)])  # fmt: skip
     seal_all(e)
     e.delete_records("s", seqs=[7, 160])
@@ -585,8 +585,13 @@ def test_segments_travel_joined_in_batches_of_about_the_limit(
     seqs = [s for b in batches for s in b.column("seq").to_pylist()]
     assert seqs == [s for s in range(1, 401) if s not in (7, 160)]
     metas = [m for b in batches for m in b.column("meta").to_pylist()]
-    assert metas == [None if s <= 200 else f'{{"k":{(s - 1) // 50}}}' for s in seqs]
+    assert metas == [f'{{"k":{(s - 1) // 50}}}' if (s - 1) // 50 % 2 else None for s in seqs]
+    datas = [d for b in batches for d in b.column("data").to_pylist()]
+    assert datas == [f'{{"i":{s - 1}}}' for s in seqs]
+    assert [t for b in batches for t in b.column("tag").to_pylist()] == ["t"] * len(seqs)
     if max_bytes == 1:  # each segment its own batch
         assert [len(b) for b in batches] == [49, 50, 50, 49, 50, 50, 50, 50]
-    else:  # joined, then cut at the row limit
-        assert [len(b) for b in batches] == [120, 29, 120, 29, 100]
+    elif max_rows == 30:  # a segment over the row limit alone is cut at it
+        assert [len(b) for b in batches] == [30, 19, 30, 20, 30, 20, 30, 19] + [30, 20] * 4
+    else:  # whole segments joined up to the row limit, gathered or decoded alike
+        assert [len(b) for b in batches] == [99, 99, 100, 100]

@@ -14,6 +14,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from seglog.arrow_spans import spans_array
 from seglog.core.frames import FrameError
 from seglog.core.payload_blob import encode_blob
 from seglog.core.segment_format import SegmentCorruption, SegmentRecord, encode_segment, idx_view
@@ -27,7 +28,7 @@ from seglog.spark.errors import SeglogCorruptionError
 from seglog.spark.files import SegmentPartition, SegmentSlice, _table_of_columns, read_segment
 from seglog.spark.options import parse_files_options
 from seglog.spark.schema import arrow_schema
-from seglog.spark.segment_arrow import segment_table, spans_array
+from seglog.spark.segment_arrow import segment_table
 from seglog.storage.segment import list_topic_segments
 from tests.core.test_segment_run import whole_segments
 from tests.spark.test_files_units import write_segment

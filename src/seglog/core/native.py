@@ -80,6 +80,33 @@ def byte_slices(buf: bytes, starts: Ints, stops: Ints) -> list[bytes]:
     return pieces
 
 
+def spans_into_py(
+    buf: bytes, starts: Ints, stops: Ints, out: npt.NDArray[np.uint8], at: int
+) -> int:
+    """Copy each `buf[starts[i]:stops[i]]`, one after another, into `out` from `at`;
+    returns the offset past the last byte. The C version's twin."""
+    pieces = byte_slices_py(buf, starts, stops)
+    total = sum(map(len, pieces))
+    if at < 0 or at > len(out) or total > len(out) - at:
+        raise ValueError(f"{total} bytes do not fit in {len(out)} bytes from {at}")
+    joined = b"".join(pieces)
+    out[at : at + total] = np.frombuffer(joined, np.uint8)
+    return at + total
+
+
+def spans_into(buf: bytes, starts: Ints, stops: Ints, out: npt.NDArray[np.uint8], at: int) -> int:
+    """Copy each `buf[starts[i]:stops[i]]`, one after another, into `out` from byte `at`
+    and return the offset past the last byte written: one gather of many spans into one
+    buffer, in one C call when the speedups are built. Raises ValueError if a slice is out
+    of bounds or reversed, or the spans do not fit (nothing is written then)."""
+    if speedups is None:
+        return spans_into_py(buf, starts, stops, out, at)
+    end: int = speedups.spans_into(
+        buf, np.ascontiguousarray(starts, np.int64), np.ascontiguousarray(stops, np.int64), out, at
+    )
+    return end
+
+
 def gather_rows_py(buf: bytes, offsets: Ints, width: int) -> bytes:
     """The `width` bytes at each of `offsets`, one after another; the C version's twin."""
     if width < 0 or (len(offsets) and ((offsets < 0).any() or (offsets > len(buf) - width).any())):

@@ -377,8 +377,11 @@ def layout_coded_labels(
 def _coded(
     data: bytes, present: npt.NDArray[np.bool_], at: Ints, width: Ints
 ) -> tuple[list[str], npt.NDArray[np.uint32]]:
-    codes = np.zeros(len(present), np.uint32)
+    n = len(present)
     rows = np.flatnonzero(present)
+    if len(rows) == n:  # every frame has one (the common case): no gathers
+        return label_codes(data, at, width)
+    codes = np.zeros(n, np.uint32)
     if not len(rows):
         return [], codes
     texts, row_codes = label_codes(data, at[rows], width[rows])

@@ -285,7 +285,7 @@ def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) ->
     if len(rows.ts) != ref.segment_last - ref.segment + 1:
         raise ValueError(f"snapshot of {t.name!r}: segment {ref.segment} has another length")
     n = ref.last - ref.first + 1
-    dead = dead_flags(ref.dead, n)
+    dead = dead_flags(ref.dead, n) if ref.dead else None
     lo = max(t.origin - ref.first, 0)
     hi = min(head - ref.first + 1, n)
     if hi <= lo:
@@ -293,8 +293,11 @@ def _restore_ref(t: TopicState, ref: SegmentRef, rows: SealedRows, head: int) ->
     if ref.first + lo <= t.head:
         raise ValueError(f"snapshot of {t.name!r}: records out of order at seq {ref.first + lo}")
     shift = ref.first - ref.segment
-    live = np.concatenate(([False], ~dead[lo:hi], [False]))
-    edges = (np.flatnonzero(live[1:] != live[:-1]) + lo).tolist()
+    if dead is None:  # nothing deleted: one run (the common case, without the numpy)
+        edges = [lo, hi]
+    else:
+        live = np.concatenate(([False], ~dead[lo:hi], [False]))
+        edges = (np.flatnonzero(live[1:] != live[:-1]) + lo).tolist()
     frozen = t.slot_count == t.frozen.n  # nothing in the list columns yet: no payloads
     if frozen:
         node, tag = t.frozen.recode(rows.node), t.frozen.recode(rows.tag)

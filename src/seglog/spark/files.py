@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -60,6 +60,7 @@ from seglog.spark.schema import (
     page_batch,
     read_schema_ddl,
 )
+from seglog.spark.segment_arrow import SegmentRows, joined_table, segment_rows
 
 log = logging.getLogger("seglog.spark")
 
@@ -334,42 +335,57 @@ def _relocated(opts: FilesOptions, topic_id: int, first_seq: int) -> Any | None:
 def read_segment(
     opts: FilesOptions, schema: pa.Schema, p: SegmentPartition
 ) -> Iterator[pa.RecordBatch]:
-    """The partition's live records, segment by segment, joined into batches until they
-    reach `ARROW_BATCH_ROWS` rows or `ARROW_BATCH_BYTES` (then cut at the row limit; a
-    batch may pass the byte limit by one segment's columns): a segment holds 10,000
-    records by default, and Spark pays per batch it takes from a Python source."""
-    pending: list[pa.Table] = []
+    """The partition's live records, segment by segment, joined into batches of whole
+    segments up to `ARROW_BATCH_ROWS` rows (a segment holds 10,000 records by default, and
+    Spark pays per batch it takes from a Python source) or until they reach
+    `ARROW_BATCH_BYTES`; a segment larger than the row limit alone is cut at it."""
+    pending: list[SegmentRows | pa.Table] = []
     rows = size = 0
     for s in p.slices:
-        table = _read_slice(opts, p, s)
-        if table is None:
+        part = _read_slice(opts, p, s)
+        if part is None:
             continue
-        pending.append(table)
-        rows += len(table)
-        size += table.nbytes
+        if pending and rows + len(part) > ARROW_BATCH_ROWS:
+            yield from _batches(schema, p.topic, pending)
+            pending, rows, size = [], 0, 0
+        pending.append(part)
+        rows += len(part)
+        size += part.nbytes
         if rows >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
             yield from _batches(schema, p.topic, pending)
             pending, rows, size = [], 0, 0
     yield from _batches(schema, p.topic, pending)
 
 
-def _batches(schema: pa.Schema, topic: str, tables: list[pa.Table]) -> Iterator[pa.RecordBatch]:
-    if not tables:
+def _batches(
+    schema: pa.Schema, topic: str, parts: list[SegmentRows | pa.Table]
+) -> Iterator[pa.RecordBatch]:
+    if not parts:
         return
-    joined = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
+    if all(isinstance(x, SegmentRows) for x in parts):  # the common case: one gather
+        joined = joined_table(cast("list[SegmentRows]", parts))
+    else:
+        tables = [
+            x if isinstance(x, pa.Table) else _with_null_meta(joined_table([x])) for x in parts
+        ]
+        joined = tables[0] if len(tables) == 1 else pa.concat_tables(tables).combine_chunks()
     for chunk in joined.to_batches(max_chunksize=ARROW_BATCH_ROWS):
         yield page_batch(schema, topic, pa.Table.from_batches([chunk]), MAX_SEQ)
 
 
-def _read_slice(opts: FilesOptions, p: SegmentPartition, s: SegmentSlice) -> pa.Table | None:
-    """The live records of one sealed segment, built column by column from the segment's
-    bytes (every frame verified, also those not returned): gathered by Arrow from the
-    bytes (`segment_table`) when every returned payload is in the sliced form, else
-    record by record."""
+def _with_null_meta(table: pa.Table) -> pa.Table:
+    return table.append_column("meta", pa.nulls(len(table), pa.string()))
+
+
+def _read_slice(
+    opts: FilesOptions, p: SegmentPartition, s: SegmentSlice
+) -> SegmentRows | pa.Table | None:
+    """The live records of one sealed segment (every frame verified, also those not
+    returned): located in the segment's bytes (`segment_rows`) when every payload is in
+    the sliced form, else decoded record by record into a table."""
     from seglog.core.frames import FrameError
     from seglog.core.segment_format import SegmentCorruption
     from seglog.core.segment_run import segment_columns_of
-    from seglog.spark.segment_arrow import segment_table
     from seglog.storage.segment import read_segment_layout
 
     seg = s.segment
@@ -383,16 +399,16 @@ def _read_slice(opts: FilesOptions, p: SegmentPartition, s: SegmentSlice) -> pa.
     try:
         data, lay = read_segment_layout(seg)
         rows = np.flatnonzero(~lay.deleted & in_ranges(lay.seq, s.live))
-        table = segment_table(data, lay, rows)
-        if table is None:  # the same bytes, record by record
-            table = _table_of_columns(segment_columns_of(data, lay), rows, opts.include_meta)
-        else:  # no payload of the segment carries meta
-            table = table.append_column("meta", pa.nulls(len(rows), pa.string()))
+        if not len(rows):
+            return None
+        picked = segment_rows(data, lay, rows)
+        if picked is not None:  # no payload of the segment carries meta
+            return picked
+        return _table_of_columns(segment_columns_of(data, lay), rows, opts.include_meta)
     except (SegmentCorruption, FrameError) as e:  # a checksum-valid frame that is no record
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
         ) from e
-    return table if len(rows) else None
 
 
 def _table_of_columns(cols: Any, rows: npt.NDArray[np.int64], include_meta: bool) -> pa.Table:

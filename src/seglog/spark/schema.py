@@ -107,12 +107,12 @@ def page_batch(schema: pa.Schema, topic: str, page: pa.Table, upto: int) -> pa.R
     def text(name: str) -> pa.Array:
         if name not in names:
             return pa.nulls(n, pa.string())
-        return page.column(name).combine_chunks()
+        return _one_array(page.column(name))
 
-    ts_ms = page.column("ts").combine_chunks()
+    ts_ms = _one_array(page.column("ts"))
     cols = [
         pa.repeat(pa.scalar(topic, schema.field("topic").type), n),
-        page.column("seq").combine_chunks().cast(schema.field("seq").type),
+        _one_array(page.column("seq")).cast(schema.field("seq").type),
         pc.multiply(ts_ms, 1000).cast(schema.field("ts").type),
         text("tag"),
         text("node"),
@@ -120,6 +120,12 @@ def page_batch(schema: pa.Schema, topic: str, page: pa.Table, upto: int) -> pa.R
         text("meta"),
     ]
     return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _one_array(column: pa.ChunkedArray) -> pa.Array:
+    """`column` as one array: its chunk itself when it has one (`combine_chunks` copies
+    even then, ~25 ns per 60-byte text)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
 
 
 def _data_column(texts: pa.Array, typ: pa.DataType) -> pa.Array:

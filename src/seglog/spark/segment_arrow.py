@@ -2,62 +2,119 @@
 speed): no Python object per record.
 
 The payloads (and nodes, tags) of a segment's frames are ascending, disjoint spans of its
-`.data` bytes. Offsets `[s0, e0, s1, e1, …]` over those bytes make a binary array, with no
-copy, whose even elements are the spans (the odd ones are the bytes between them); one
-Arrow `take` of the wanted even elements gathers them into a compact column, in C++. The
-only per-record Python left is the checksum of each frame (`segment_layout`).
+`.data` bytes. A batch's payloads, from several segments, are copied once into the data
+column's buffer (`spans_into`, C); nodes and tags are coded against each segment's table
+of distinct labels (`label_codes`, C, each label decoded once) and taken from it by
+Arrow. No Python object per record.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seglog.arrow_spans import spans_array
-from seglog.core.segment_run import Ints, SegmentLayout, blobs_sliceable
+from seglog.core.native import spans_into
+from seglog.core.segment_format import SegmentCorruption
+from seglog.core.segment_run import Ints, SegmentLayout, blobs_sliceable, layout_coded_labels
+
+_INT32_MAX = 2**31 - 1
 
 
-def names_array(
-    buf: pa.Buffer, present: npt.NDArray[np.bool_], at: Ints, width: Ints, rows: Ints
-) -> pa.Array | None:
-    """The nullable string column of a node or tag field for `rows` (null where the frame
-    has none), or None when one of them — in any frame, returned or not — is not UTF-8."""
-    if not present.any():
+def names_array(coded: tuple[list[str], npt.NDArray[np.uint32]], rows: Ints) -> pa.Array:
+    """The nullable string column of a node or tag field for `rows`, from the segment's
+    label table and codes (`layout_coded_labels`; code 0: the frame has none)."""
+    texts, codes = coded
+    if not texts:
         return pa.nulls(len(rows), pa.string())
-    every = spans_array(buf, at, at + width, np.arange(len(at), dtype=np.int64))
-    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
-    _, offsets, values = every.buffers()
-    names = pa.Array.from_buffers(pa.string(), len(at), [validity, offsets, values])
-    try:
-        names.validate(full=True)
-    except pa.ArrowInvalid:
-        return None
-    return names.take(pa.array(rows.astype(np.int64)))
+    picked = codes if len(rows) == len(codes) else codes[rows]
+    at = pa.array(picked.astype(np.int32) - 1, mask=picked == 0)
+    return pa.array(texts, pa.string()).take(at)
 
 
-def segment_table(data: bytes, lay: SegmentLayout, rows: Ints) -> pa.Table | None:
-    """Columns `seq`, `ts` (ms), `node`, `tag`, `data` (JSON text) of the frames `rows` of
-    a verified segment, or None when this path cannot vouch for the exact result: a
-    payload of the segment — returned or not, as the record-by-record path checks every
-    frame — carries meta or is not in the sliced form, or a node or tag is not UTF-8 (the
-    caller then decodes the segment record by record, which raises the precise error)."""
+@dataclass(frozen=True)
+class SegmentRows:
+    """The rows a read returns from one verified segment, located but not yet copied:
+    batches of many segments are gathered in one pass (`joined_table`)."""
+
+    data: bytes
+    seq: Ints
+    ts: Ints  # ms
+    starts: Ints  # each row's JSON text is data[starts[k]:ends[k]]
+    ends: Ints
+    node: pa.Array
+    tag: pa.Array
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    @property
+    def nbytes(self) -> int:
+        """About what the rows' columns take once gathered."""
+        labels = int(self.node.nbytes) + int(self.tag.nbytes)
+        return int((self.ends - self.starts).sum()) + 20 * len(self) + labels
+
+
+def segment_rows(data: bytes, lay: SegmentLayout, rows: Ints) -> SegmentRows | None:
+    """The frames `rows` of a verified segment as `SegmentRows`, or None when this path
+    cannot vouch for the exact result: a payload of the segment — returned or not, as the
+    record-by-record path checks every frame — carries meta or is not in the sliced form,
+    or a node or tag is not UTF-8 (the caller then decodes the segment record by record,
+    which raises the precise error)."""
     starts, ends = lay.blob_start, lay.blob_end
     sliceable = blobs_sliceable(data, starts, ends)
     if not sliceable.all():
         return None
-    buf = pa.py_buffer(data)
-    node = names_array(buf, lay.has_node, lay.node_at, lay.node_len, rows)
-    tag = names_array(buf, lay.has_tag, lay.tag_at, lay.tag_len, rows)
-    if node is None or tag is None:
+    try:
+        node_codes, tag_codes = layout_coded_labels(data, lay)
+    except SegmentCorruption:  # a node or tag that is not UTF-8
         return None
-    payload = spans_array(buf, starts + 5, ends - 1, rows).view(pa.string())
+    node, tag = names_array(node_codes, rows), names_array(tag_codes, rows)
+    every = len(rows) == len(starts)  # no deletes in the segment: no gathers
+    return SegmentRows(
+        data,
+        lay.seq if every else lay.seq[rows],
+        (lay.ts if every else lay.ts[rows]).astype(np.int64),
+        (starts if every else starts[rows]) + 5,  # `{"d":`
+        (ends if every else ends[rows]) - 1,  # `}`
+        node,
+        tag,
+    )
+
+
+def joined_table(parts: Sequence[SegmentRows]) -> pa.Table:
+    """Columns `seq`, `ts` (ms), `node`, `tag`, `data` (JSON text) of `parts`' rows in
+    order, each text copied once, straight into the column's buffer."""
+    lengths = [p.ends - p.starts for p in parts]
+    n = sum(len(p) for p in parts)
+    total = int(sum(int(x.sum()) for x in lengths))
+    wide = total > _INT32_MAX
+    offsets = np.zeros(n + 1, np.int64 if wide else np.int32)
+    if n:
+        np.cumsum(np.concatenate(lengths), out=offsets[1:])
+    values = np.empty(total, np.uint8)
+    at = 0
+    for p in parts:
+        at = spans_into(p.data, p.starts, p.ends, values, at)
+    kind = pa.large_string() if wide else pa.string()
+    texts = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
     return pa.table(
         {
-            "seq": pa.array(lay.seq[rows]),
-            "ts": pa.array(lay.ts[rows].astype(np.int64)),
-            "node": node,
-            "tag": tag,
-            "data": payload,
+            "seq": pa.array(np.concatenate([p.seq for p in parts]) if parts else [], pa.int64()),
+            "ts": pa.array(np.concatenate([p.ts for p in parts]) if parts else [], pa.int64()),
+            "node": pa.concat_arrays([p.node for p in parts])
+            if parts
+            else pa.array([], pa.string()),
+            "tag": pa.concat_arrays([p.tag for p in parts]) if parts else pa.array([], pa.string()),
+            "data": texts.cast(pa.string()) if wide else texts,
         }
     )
+
+
+def segment_table(data: bytes, lay: SegmentLayout, rows: Ints) -> pa.Table | None:
+    """`segment_rows` gathered into a table (None where it declines)."""
+    picked = segment_rows(data, lay, rows)
+    return None if picked is None else joined_table([picked])
