@@ -147,35 +147,68 @@ PyDoc_STRVAR(spans_into_doc,
 "spans_into(buf, starts, stops, out, at) -> int\n\n"
 "Copy buf[starts[i]:stops[i]] for each i, one after another, into the writable buffer out\n"
 "from byte at; returns the offset just past the last byte written. starts and stops are\n"
-"buffers of native int64 of one length. Raises ValueError if a slice is out of buf's bounds\n"
-"or reversed, or the spans do not fit in out from at (nothing is written then). The copy\n"
-"runs with the GIL released. Python twin: seglog.core.native.spans_into_py.");
+"buffers of native int64 of one length; out must not overlap any of them. Raises ValueError\n"
+"if a slice is out of buf's bounds or reversed, the spans do not fit in out from at, or out\n"
+"overlaps (nothing is written then). The copy runs with the GIL released. Python twin:\n"
+"seglog.core.native.spans_into_py.");
+
+/* Whether two buffers share a byte. */
+static int overlapping(const Py_buffer *x, const Py_buffer *y) {
+    const char *a = (const char *)x->buf, *b = (const char *)y->buf;
+    return x->len > 0 && y->len > 0 && a < b + y->len && b < a + x->len;
+}
 
 static PyObject *spans_into(PyObject *self, PyObject *args) {
     Py_buffer buf, starts, stops, out;
     Py_ssize_t at;
     if (!PyArg_ParseTuple(args, "y*y*y*w*n", &buf, &starts, &stops, &out, &at)) return NULL;
     PyObject *result = NULL;
+    if (overlapping(&out, &buf) || overlapping(&out, &starts) || overlapping(&out, &stops)) {
+        PyErr_SetString(PyExc_ValueError, "out must not overlap buf, starts or stops");
+        goto done;
+    }
     Py_ssize_t n = checked_slices("slice", &buf, &starts, &stops);
     if (n < 0) goto done;
+    if (at < 0 || at > out.len) {
+        PyErr_Format(PyExc_ValueError, "at %zd is outside %zd bytes", at, out.len);
+        goto done;
+    }
     {
         const int64_t *a = (const int64_t *)starts.buf, *b = (const int64_t *)stops.buf;
+        const int64_t room = (int64_t)(out.len - at);
         int64_t total = 0;
-        for (Py_ssize_t i = 0; i < n; i++) total += b[i] - a[i];
-        if (at < 0 || at > out.len || total > (int64_t)(out.len - at)) {
-            PyErr_Format(PyExc_ValueError, "%lld bytes do not fit in %zd bytes from %zd",
-                         (long long)total, out.len, at);
-            goto done;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int64_t k = b[i] - a[i]; /* checked: 0 <= k <= len(buf) */
+            if (k > room - total) {
+                PyErr_Format(PyExc_ValueError, "the spans do not fit in %zd bytes from %zd",
+                             out.len, at);
+                goto done;
+            }
+            total += k;
         }
         const char *src = (const char *)buf.buf;
         char *dst = (char *)out.buf + at;
+        const int64_t size = (int64_t)buf.len;
+        int64_t left = total;
+        int changed = 0;
         Py_BEGIN_ALLOW_THREADS
         for (Py_ssize_t i = 0; i < n; i++) {
-            size_t k = (size_t)(b[i] - a[i]);
-            memcpy(dst, src + a[i], k);
-            dst += k;
+            /* Read once and checked again: nothing else may have changed them, but a
+             * caller's bug must not become a write out of bounds. */
+            int64_t lo = a[i], hi = b[i];
+            if (!inside(lo, hi, size) || hi - lo > left) {
+                changed = 1;
+                break;
+            }
+            memcpy(dst, src + lo, (size_t)(hi - lo));
+            dst += hi - lo;
+            left -= hi - lo;
         }
         Py_END_ALLOW_THREADS
+        if (changed || left) {
+            PyErr_SetString(PyExc_ValueError, "starts or stops changed during the copy");
+            goto done;
+        }
         result = PyLong_FromSsize_t(at + (Py_ssize_t)total);
     }
 done:
@@ -375,7 +408,8 @@ PyDoc_STRVAR(label_codes_doc,
 "columns), in order of first appearance, each decoded once as UTF-8; out[i] (a writable\n"
 "native uint32 column) is 1 + the index of span i's label. UnicodeDecodeError if a label\n"
 "is not UTF-8 (raised after every span is checked); ValueError if a span is outside buf (out\n"
-"is then undefined). The spans are hashed with the GIL released. Python twin:\n"
+"is then undefined) or out overlaps buf. The spans are hashed with the GIL released. Python\n"
+"twin:\n"
 "seglog.core.segment_run.label_codes_py.");
 
 typedef struct {
@@ -414,6 +448,10 @@ static PyObject *label_codes(PyObject *self, PyObject *args) {
     const unsigned char *base = (const unsigned char *)buf.buf;
     if (starts.len % 8 || widths.len != starts.len || out.len != n * 4) {
         PyErr_SetString(PyExc_ValueError, "starts, widths (int64) and out (uint32) must be of one length");
+        goto fail;
+    }
+    if (overlapping(&out, &buf)) { /* the labels are decoded after the codes are written */
+        PyErr_SetString(PyExc_ValueError, "out must not overlap buf");
         goto fail;
     }
     size_t cap = 64, used = 0, firsts_cap = 32;

@@ -474,6 +474,22 @@ def test_spans_into_refuses_what_does_not_fit_and_writes_nothing(impl: str, case
     assert not out.any()
 
 
+@pytest.mark.parametrize("impl", ["c", "py"])
+@pytest.mark.parametrize("target", ["buf", "starts", "stops"])
+def test_spans_into_refuses_an_out_that_overlaps_its_inputs(impl: str, target: str) -> None:
+    if impl == "c" and native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    fn = native.spans_into if impl == "c" else native.spans_into_py
+    idx = np.array([0, 4, 4, 8], np.int64)  # starts [0, 4], stops [4, 8]
+    buf = np.frombuffer(b"abcdefgh" * 4, np.uint8).copy()
+    starts, stops = idx[0:2], idx[2:4]
+    out = {"buf": buf[8:], "starts": idx.view(np.uint8)[0:16], "stops": idx.view(np.uint8)[16:]}
+    before = (bytes(buf), idx.tolist())
+    with pytest.raises(ValueError, match="overlap"):
+        fn(buf, starts, stops, out[target], 0)
+    assert (bytes(buf), idx.tolist()) == before
+
+
 SPAN_TEXT = st.sampled_from(["", "a", "ab", "é", "g1", "g2", "\U0001f600", "x" * 70, "y" * 65])
 
 

@@ -28,7 +28,7 @@ from seglog.spark.errors import SeglogCorruptionError
 from seglog.spark.files import SegmentPartition, SegmentSlice, _table_of_columns, read_segment
 from seglog.spark.options import parse_files_options
 from seglog.spark.schema import arrow_schema
-from seglog.spark.segment_arrow import segment_table
+from seglog.spark.segment_arrow import SegmentRows, joined_table, segment_table
 from seglog.storage.segment import list_topic_segments
 from tests.core.test_segment_run import whole_segments
 from tests.spark.test_files_units import write_segment
@@ -78,6 +78,29 @@ def test_a_tag_that_is_not_utf8_declines_even_in_a_row_not_returned() -> None:
         segment_columns(bytes(bad), 1, idx["offset"], idx["len"])
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text("abcé", max_size=20), min_size=1, max_size=40), st.integers(0, 80))
+def test_pieces_cut_the_texts_below_the_limit_in_order(words: list[str], limit: int) -> None:
+    texts = [w.encode() for w in words]
+    data = b"".join(texts)
+    ends = np.cumsum([len(t) for t in texts]).astype(np.int64)
+    starts = ends - np.array([len(t) for t in texts], np.int64)
+    n = len(texts)
+    rows = SegmentRows(
+        data, np.arange(1, n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), starts, ends,
+        pa.nulls(n, pa.string()), pa.array([str(i) for i in range(n)]),
+    )  # fmt: skip
+    pieces = rows.pieces(limit)
+    assert all(p.text_bytes <= limit or len(p) == 1 for p in pieces)
+    assert all(len(p) for p in pieces)
+    table = joined_table(pieces)
+    assert table.column("data").to_pylist() == words
+    assert table.column("seq").to_pylist() == list(range(1, n + 1))
+    assert table.column("tag").to_pylist() == [str(i) for i in range(n)]
+    if rows.text_bytes <= limit:
+        assert pieces == [rows]
+
+
 def test_spans_array_gathers_ascending_spans() -> None:
     buf = pa.py_buffer(b"abcdefghij")
     starts = np.array([0, 3, 3, 7], np.int64)
@@ -87,7 +110,10 @@ def test_spans_array_gathers_ascending_spans() -> None:
     assert spans_array(buf, starts, ends, np.array([], np.int64)).to_pylist() == []
 
 
-def test_a_bad_payload_fails_the_read_even_in_a_frame_not_returned(tmp_path: Path) -> None:
+@pytest.mark.parametrize("live", [((1, 1),), ((2, 2),)])  # one row returned, or none
+def test_a_bad_payload_fails_the_read_even_in_a_frame_not_returned(
+    tmp_path: Path, live: tuple[tuple[int, int], ...]
+) -> None:
     recs = [
         SegmentRecord(1, 10, None, None, encode_blob(b"1", None), False),
         SegmentRecord(2, 11, None, None, b"not json", True),  # deleted: never returned
@@ -99,7 +125,7 @@ def test_a_bad_payload_fails_the_read_even_in_a_frame_not_returned(tmp_path: Pat
         segment_columns_of(data, lay)
     write_segment(tmp_path, 7, recs)
     (seg,) = list_topic_segments(tmp_path, 7, None)
-    part = SegmentPartition("t", 7, (SegmentSlice(1, 2, seg, ((1, 1),)),))
+    part = SegmentPartition("t", 7, (SegmentSlice(1, 2, seg, live),))
     opts = parse_files_options({"path": str(tmp_path), "topics": "t"})
     with pytest.raises(SeglogCorruptionError, match="corrupt segment"):
         list(read_segment(opts, arrow_schema(SPARK_SCHEMA), part))

@@ -85,6 +85,8 @@ def spans_into_py(
 ) -> int:
     """Copy each `buf[starts[i]:stops[i]]`, one after another, into `out` from `at`;
     returns the offset past the last byte. The C version's twin."""
+    if any(np.may_share_memory(out, x) for x in (np.frombuffer(buf, np.uint8), starts, stops)):
+        raise ValueError("out must not overlap buf, starts or stops")
     pieces = byte_slices_py(buf, starts, stops)
     total = sum(map(len, pieces))
     if at < 0 or at > len(out) or total > len(out) - at:
@@ -98,7 +100,8 @@ def spans_into(buf: bytes, starts: Ints, stops: Ints, out: npt.NDArray[np.uint8]
     """Copy each `buf[starts[i]:stops[i]]`, one after another, into `out` from byte `at`
     and return the offset past the last byte written: one gather of many spans into one
     buffer, in one C call when the speedups are built. Raises ValueError if a slice is out
-    of bounds or reversed, or the spans do not fit (nothing is written then)."""
+    of bounds or reversed, the spans do not fit, or `out` overlaps `buf`, `starts` or
+    `stops` (nothing is written then)."""
     if speedups is None:
         return spans_into_py(buf, starts, stops, out, at)
     end: int = speedups.spans_into(

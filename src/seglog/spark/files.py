@@ -337,23 +337,25 @@ def read_segment(
 ) -> Iterator[pa.RecordBatch]:
     """The partition's live records, segment by segment, joined into batches of whole
     segments up to `ARROW_BATCH_ROWS` rows (a segment holds 10,000 records by default, and
-    Spark pays per batch it takes from a Python source) or until they reach
-    `ARROW_BATCH_BYTES`; a segment larger than the row limit alone is cut at it."""
+    Spark pays per batch it takes from a Python source) or until the segments they hold
+    reach `ARROW_BATCH_BYTES`; a segment larger than the row limit alone is cut at it, and
+    one whose texts pass the byte limit is cut in pieces below it."""
     pending: list[SegmentRows | pa.Table] = []
     rows = size = 0
     for s in p.slices:
-        part = _read_slice(opts, p, s)
-        if part is None:
+        read = _read_slice(opts, p, s)
+        if read is None:
             continue
-        if pending and rows + len(part) > ARROW_BATCH_ROWS:
-            yield from _batches(schema, p.topic, pending)
-            pending, rows, size = [], 0, 0
-        pending.append(part)
-        rows += len(part)
-        size += part.nbytes
-        if rows >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
-            yield from _batches(schema, p.topic, pending)
-            pending, rows, size = [], 0, 0
+        for part in read.pieces(ARROW_BATCH_BYTES) if isinstance(read, SegmentRows) else [read]:
+            if pending and rows + len(part) > ARROW_BATCH_ROWS:
+                yield from _batches(schema, p.topic, pending)
+                pending, rows, size = [], 0, 0
+            pending.append(part)
+            rows += len(part)
+            size += part.nbytes
+            if rows >= ARROW_BATCH_ROWS or size >= ARROW_BATCH_BYTES:
+                yield from _batches(schema, p.topic, pending)
+                pending, rows, size = [], 0, 0
     yield from _batches(schema, p.topic, pending)
 
 
@@ -399,12 +401,10 @@ def _read_slice(
     try:
         data, lay = read_segment_layout(seg)
         rows = np.flatnonzero(~lay.deleted & in_ranges(lay.seq, s.live))
-        if not len(rows):
-            return None
         picked = segment_rows(data, lay, rows)
-        if picked is not None:  # no payload of the segment carries meta
-            return picked
-        return _table_of_columns(segment_columns_of(data, lay), rows, opts.include_meta)
+        if picked is None:  # decoded record by record, which checks every frame
+            table = _table_of_columns(segment_columns_of(data, lay), rows, opts.include_meta)
+        return None if not len(rows) else table if picked is None else picked
     except (SegmentCorruption, FrameError) as e:  # a checksum-valid frame that is no record
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"

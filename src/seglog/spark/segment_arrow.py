@@ -53,9 +53,39 @@ class SegmentRows:
 
     @property
     def nbytes(self) -> int:
-        """About what the rows' columns take once gathered."""
-        labels = int(self.node.nbytes) + int(self.tag.nbytes)
-        return int((self.ends - self.starts).sum()) + 20 * len(self) + labels
+        """The bytes these rows keep alive until they are gathered: their segment's (which
+        hold every text they gather)."""
+        return len(self.data)
+
+    @property
+    def text_bytes(self) -> int:
+        return int((self.ends - self.starts).sum())
+
+    def pieces(self, limit: int) -> list[SegmentRows]:
+        """These rows in consecutive pieces of at most `limit` bytes of text each (a row
+        larger than that alone): a batch's texts must fit 32-bit Arrow offsets."""
+        if self.text_bytes <= limit:
+            return [self]
+        upto = np.cumsum(self.ends - self.starts)  # text bytes of rows 0..k
+        cuts, at, base = [], 0, 0
+        while at < len(self):
+            # the first row past the limit starts the next piece (one row at least)
+            nxt = max(int(np.searchsorted(upto, base + limit, side="right")), at + 1)
+            cuts.append((at, nxt))
+            base = int(upto[nxt - 1])
+            at = nxt
+        return [
+            SegmentRows(
+                self.data,
+                self.seq[a:b],
+                self.ts[a:b],
+                self.starts[a:b],
+                self.ends[a:b],
+                self.node.slice(a, b - a),
+                self.tag.slice(a, b - a),
+            )
+            for a, b in cuts
+        ]
 
 
 def segment_rows(data: bytes, lay: SegmentLayout, rows: Ints) -> SegmentRows | None:
@@ -91,16 +121,18 @@ def joined_table(parts: Sequence[SegmentRows]) -> pa.Table:
     lengths = [p.ends - p.starts for p in parts]
     n = sum(len(p) for p in parts)
     total = int(sum(int(x.sum()) for x in lengths))
-    wide = total > _INT32_MAX
-    offsets = np.zeros(n + 1, np.int64 if wide else np.int32)
+    if total > _INT32_MAX:  # `SegmentRows.pieces` keeps batches far below
+        raise ValueError(f"{total} bytes of text do not fit one Arrow string column")
+    offsets = np.zeros(n + 1, np.int32)
     if n:
         np.cumsum(np.concatenate(lengths), out=offsets[1:])
     values = np.empty(total, np.uint8)
     at = 0
     for p in parts:
         at = spans_into(p.data, p.starts, p.ends, values, at)
-    kind = pa.large_string() if wide else pa.string()
-    texts = pa.Array.from_buffers(kind, n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
+    texts = pa.Array.from_buffers(
+        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)]
+    )
     return pa.table(
         {
             "seq": pa.array(np.concatenate([p.seq for p in parts]) if parts else [], pa.int64()),
@@ -109,7 +141,7 @@ def joined_table(parts: Sequence[SegmentRows]) -> pa.Table:
             if parts
             else pa.array([], pa.string()),
             "tag": pa.concat_arrays([p.tag for p in parts]) if parts else pa.array([], pa.string()),
-            "data": texts.cast(pa.string()) if wide else texts,
+            "data": texts,
         }
     )
 
