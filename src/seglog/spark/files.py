@@ -404,7 +404,8 @@ def _read_slice(
         picked = segment_rows(data, lay, rows)
         if picked is None:  # decoded record by record, which checks every frame
             table = _table_of_columns(segment_columns_of(data, lay), rows, opts.include_meta)
-        return None if not len(rows) else table if picked is None else picked
+            return table if len(rows) else None
+        return picked if len(rows) else None
     except (SegmentCorruption, FrameError) as e:  # a checksum-valid frame that is no record
         raise SeglogCorruptionError(
             f"seglog offline: corrupt segment {seg.data_path} (topic {p.topic!r}): {e}"
