@@ -14,7 +14,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from seglog.arrow_spans import spans_array
+from seglog.arrow_spans import texts_array
 from seglog.core.frames import FrameError
 from seglog.core.payload_blob import encode_blob
 from seglog.core.segment_format import SegmentCorruption, SegmentRecord, encode_segment, idx_view
@@ -101,13 +101,18 @@ def test_pieces_cut_the_texts_below_the_limit_in_order(words: list[str], limit: 
         assert pieces == [rows]
 
 
-def test_spans_array_gathers_ascending_spans() -> None:
-    buf = pa.py_buffer(b"abcdefghij")
-    starts = np.array([0, 3, 3, 7], np.int64)
-    ends = np.array([2, 3, 6, 10], np.int64)
-    got = spans_array(buf, starts, ends, np.array([3, 0, 1, 2], np.int64))
-    assert got.to_pylist() == [b"hij", b"ab", b"", b"def"]
-    assert spans_array(buf, starts, ends, np.array([], np.int64)).to_pylist() == []
+def test_texts_array_gathers_the_spans_of_each_run_in_order() -> None:
+    a, b = b"abcdefghij", b"xyz"
+    got = texts_array(
+        [
+            (a, np.array([0, 3, 3, 7], np.int64), np.array([2, 3, 6, 10], np.int64)),
+            (b, np.array([], np.int64), np.array([], np.int64)),
+            (b, np.array([1], np.int64), np.array([3], np.int64)),
+        ]
+    )
+    assert got.type == pa.string()
+    assert got.to_pylist() == ["ab", "", "def", "hij", "yz"]
+    assert texts_array([]).to_pylist() == []
 
 
 @pytest.mark.parametrize("live", [((1, 1),), ((2, 2),)])  # one row returned, or none

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from seglog.model import PackedColumns, ReadResult
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
@@ -72,11 +70,11 @@ def encode_arrow_diff(
 
 def _packed_columns(cols: PackedColumns, include_tags: bool, include_meta: bool) -> list[Any]:
     """The same columns from a packed read: labels decoded by one `take` over the table,
-    texts gathered from the segment spans (`arrow_spans`), no meta (a packed read has
+    texts copied once from the segment spans (`arrow_spans.texts_array`), no meta (a packed read has
     none)."""
     import pyarrow as pa
 
-    from seglog.arrow_spans import spans_array
+    from seglog.arrow_spans import texts_array
 
     labels = pa.array(cols.labels, pa.string())
     columns: list[Any] = [
@@ -86,12 +84,7 @@ def _packed_columns(cols: PackedColumns, include_tags: bool, include_meta: bool)
     ]
     if include_tags:
         columns.append(labels.take(pa.array(cols.tag)))
-    texts = [
-        spans_array(pa.py_buffer(run.buf), run.starts, run.ends, np.arange(len(run.starts)))
-        for run in cols.data
-    ]
-    data = texts[0] if len(texts) == 1 else pa.concat_arrays(texts)
-    columns.append(data.view(pa.string()))
+    columns.append(texts_array([(run.buf, run.starts, run.ends) for run in cols.data]))
     if include_meta:
         columns.append(pa.nulls(len(cols), pa.string()))
     return columns

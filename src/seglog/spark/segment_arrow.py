@@ -3,7 +3,7 @@ speed): no Python object per record.
 
 The payloads (and nodes, tags) of a segment's frames are ascending, disjoint spans of its
 `.data` bytes. A batch's payloads, from several segments, are copied once into the data
-column's buffer (`spans_into`, C); nodes and tags are coded against each segment's table
+column's buffer (`arrow_spans.texts_array`); nodes and tags are coded against each segment's table
 of distinct labels (`label_codes`, C, each label decoded once) and taken from it by
 Arrow. No Python object per record.
 """
@@ -17,11 +17,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from seglog.core.native import spans_into
+from seglog.arrow_spans import texts_array
 from seglog.core.segment_format import SegmentCorruption
 from seglog.core.segment_run import Ints, SegmentLayout, blobs_sliceable, layout_coded_labels
-
-_INT32_MAX = 2**31 - 1
 
 
 def names_array(coded: tuple[list[str], npt.NDArray[np.uint32]], rows: Ints) -> pa.Array:
@@ -118,30 +116,19 @@ def segment_rows(data: bytes, lay: SegmentLayout, rows: Ints) -> SegmentRows | N
 def joined_table(parts: Sequence[SegmentRows]) -> pa.Table:
     """Columns `seq`, `ts` (ms), `node`, `tag`, `data` (JSON text) of `parts`' rows in
     order, each text copied once, straight into the column's buffer."""
-    lengths = [p.ends - p.starts for p in parts]
-    n = sum(len(p) for p in parts)
-    total = int(sum(int(x.sum()) for x in lengths))
-    if total > _INT32_MAX:  # `SegmentRows.pieces` keeps batches far below
-        raise ValueError(f"{total} bytes of text do not fit one Arrow string column")
-    offsets = np.zeros(n + 1, np.int32)
-    if n:
-        np.cumsum(np.concatenate(lengths), out=offsets[1:])
-    values = np.empty(total, np.uint8)
-    at = 0
-    for p in parts:
-        at = spans_into(p.data, p.starts, p.ends, values, at)
-    texts = pa.Array.from_buffers(
-        pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(values)]
-    )
+    if not parts:
+        return pa.table(
+            {"seq": pa.array([], pa.int64()), "ts": pa.array([], pa.int64()),
+             "node": pa.array([], pa.string()), "tag": pa.array([], pa.string()),
+             "data": pa.array([], pa.string())}
+        )  # fmt: skip
     return pa.table(
         {
-            "seq": pa.array(np.concatenate([p.seq for p in parts]) if parts else [], pa.int64()),
-            "ts": pa.array(np.concatenate([p.ts for p in parts]) if parts else [], pa.int64()),
-            "node": pa.concat_arrays([p.node for p in parts])
-            if parts
-            else pa.array([], pa.string()),
-            "tag": pa.concat_arrays([p.tag for p in parts]) if parts else pa.array([], pa.string()),
-            "data": texts,
+            "seq": pa.array(np.concatenate([p.seq for p in parts]), pa.int64()),
+            "ts": pa.array(np.concatenate([p.ts for p in parts]), pa.int64()),
+            "node": pa.concat_arrays([p.node for p in parts]),
+            "tag": pa.concat_arrays([p.tag for p in parts]),
+            "data": texts_array([(p.data, p.starts, p.ends) for p in parts]),
         }
     )
 
