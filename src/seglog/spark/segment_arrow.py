@@ -3,9 +3,9 @@ speed): no Python object per record.
 
 The payloads (and nodes, tags) of a segment's frames are ascending, disjoint spans of its
 `.data` bytes. A batch's payloads, from several segments, are copied once into the data
-column's buffer (`arrow_spans.texts_array`); nodes and tags are coded against each segment's table
-of distinct labels (`label_codes`, C, each label decoded once) and taken from it by
-Arrow. No Python object per record.
+column's buffer (`arrow_spans.texts_array`); nodes and tags are coded against each
+segment's table of distinct labels (`label_codes`, C, each label decoded once) and taken
+from it by Arrow. No Python object per record.
 """
 
 from __future__ import annotations
@@ -115,13 +115,7 @@ def segment_rows(data: bytes, lay: SegmentLayout, rows: Ints) -> SegmentRows | N
 
 def joined_table(parts: Sequence[SegmentRows]) -> pa.Table:
     """Columns `seq`, `ts` (ms), `node`, `tag`, `data` (JSON text) of `parts`' rows in
-    order, each text copied once, straight into the column's buffer."""
-    if not parts:
-        return pa.table(
-            {"seq": pa.array([], pa.int64()), "ts": pa.array([], pa.int64()),
-             "node": pa.array([], pa.string()), "tag": pa.array([], pa.string()),
-             "data": pa.array([], pa.string())}
-        )  # fmt: skip
+    order (at least one part), each text copied once, straight into the column's buffer."""
     return pa.table(
         {
             "seq": pa.array(np.concatenate([p.seq for p in parts]), pa.int64()),
