@@ -1375,71 +1375,113 @@ static Py_ssize_t label_end(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, 
     return end;
 }
 
+/* The columns being built by record_columns / record_columns_lines. */
+typedef struct {
+    PyObject *data, *tags, *nodes;
+    label_cache tag_cache, node_cache;
+    Py_ssize_t max_data, max_tag, max_node;
+    int own_node;
+} columns;
+
+enum { PARSE_FALLBACK = -1, PARSE_ERROR = -2 };
+
+/* One record object at p[i] (its `{`) into `c`: the index just past its `}`, or
+ * PARSE_FALLBACK (not the common form: the caller's full decode decides), or PARSE_ERROR
+ * (an exception is set). */
+static Py_ssize_t parse_record(columns *c, const unsigned char *p, Py_ssize_t i, Py_ssize_t n) {
+    if (i >= n || p[i] != '{') return PARSE_FALLBACK;
+    Py_ssize_t d0 = -1, d1 = -1, t0 = -1, t1 = -1, n0 = -1, n1 = -1;
+    i = skip_ws(p, i + 1, n);
+    for (;;) {
+        if (canon_word(p, i, n, "\"data\"", 6) && d0 < 0) {
+            i = skip_ws(p, i + 6, n);
+            if (i >= n || p[i] != ':') return PARSE_FALLBACK;
+            d0 = skip_ws(p, i + 1, n);
+            d1 = canon_value(p, d0, n);
+            if (d1 < 0 || d1 - d0 > c->max_data) return PARSE_FALLBACK;
+            i = d1;
+        } else if (canon_word(p, i, n, "\"tag\"", 5) && t0 < 0) {
+            i = skip_ws(p, i + 5, n);
+            if (i >= n || p[i] != ':') return PARSE_FALLBACK;
+            t0 = skip_ws(p, i + 1, n);
+            t1 = label_end(p, t0, n, c->max_tag);
+            if (t1 < 0) return PARSE_FALLBACK;
+            i = t1;
+        } else if (canon_word(p, i, n, "\"node\"", 6) && n0 < 0) {
+            i = skip_ws(p, i + 6, n);
+            if (i >= n || p[i] != ':') return PARSE_FALLBACK;
+            n0 = skip_ws(p, i + 1, n);
+            n1 = label_end(p, n0, n, c->max_node);
+            if (n1 < 0) return PARSE_FALLBACK;
+            i = n1;
+        } else {
+            return PARSE_FALLBACK; /* another key, a repeated one, or no key */
+        }
+        i = skip_ws(p, i, n);
+        if (i < n && p[i] == ',') {
+            i = skip_ws(p, i + 1, n);
+            continue;
+        }
+        if (i < n && p[i] == '}') break;
+        return PARSE_FALLBACK;
+    }
+    if (d0 < 0) return PARSE_FALLBACK;
+    if (append_new(c->data, PyBytes_FromStringAndSize((const char *)p + d0, d1 - d0)) < 0)
+        return PARSE_ERROR;
+    if (t0 < 0) {
+        if (PyList_Append(c->tags, Py_None) < 0) return PARSE_ERROR;
+    } else if (append_new(c->tags, label_str(&c->tag_cache, p, t0 + 1, t1 - 1)) < 0) {
+        return PARSE_ERROR;
+    }
+    if (n0 < 0) {
+        if (PyList_Append(c->nodes, Py_None) < 0) return PARSE_ERROR;
+    } else {
+        c->own_node = 1;
+        if (append_new(c->nodes, label_str(&c->node_cache, p, n0 + 1, n1 - 1)) < 0)
+            return PARSE_ERROR;
+    }
+    return i + 1;
+}
+
+static int columns_init(columns *c, Py_ssize_t max_data, Py_ssize_t max_tag, Py_ssize_t max_node) {
+    memset(c, 0, sizeof(*c));
+    c->max_data = max_data;
+    c->max_tag = max_tag;
+    c->max_node = max_node;
+    c->data = PyList_New(0);
+    c->tags = PyList_New(0);
+    c->nodes = PyList_New(0);
+    return (c->data == NULL || c->tags == NULL || c->nodes == NULL) ? -1 : 0;
+}
+
+static PyObject *columns_result(columns *c) {
+    return Py_BuildValue("(OOOO)", c->data, c->tags, c->nodes, c->own_node ? Py_True : Py_False);
+}
+
+static void columns_clear(columns *c) {
+    Py_XDECREF(c->data);
+    Py_XDECREF(c->tags);
+    Py_XDECREF(c->nodes);
+}
+
 static PyObject *record_columns(PyObject *self, PyObject *args) {
     Py_buffer buf;
     Py_ssize_t max_data, max_tag, max_node;
     if (!PyArg_ParseTuple(args, "y*nnn", &buf, &max_data, &max_tag, &max_node)) return NULL;
     const unsigned char *p = (const unsigned char *)buf.buf;
     Py_ssize_t n = buf.len, i;
-    PyObject *data = PyList_New(0), *tags = PyList_New(0), *nodes = PyList_New(0), *out = NULL;
-    label_cache tag_cache = {.used = 0, .next = 0}, node_cache = {.used = 0, .next = 0};
-    int own_node = 0;
-    if (data == NULL || tags == NULL || nodes == NULL) goto done;
+    PyObject *out = NULL;
+    columns c;
+    if (columns_init(&c, max_data, max_tag, max_node) < 0) goto done;
     i = skip_ws(p, 0, n);
     if (i >= n || p[i] != '[') goto fallback;
     i = skip_ws(p, i + 1, n);
     if (i < n && p[i] == ']') goto fallback; /* no records: the full decode reports it */
     for (;;) {
-        if (i >= n || p[i] != '{') goto fallback;
-        Py_ssize_t d0 = -1, d1 = -1, t0 = -1, t1 = -1, n0 = -1, n1 = -1;
-        i = skip_ws(p, i + 1, n);
-        for (;;) {
-            if (canon_word(p, i, n, "\"data\"", 6) && d0 < 0) {
-                i = skip_ws(p, i + 6, n);
-                if (i >= n || p[i] != ':') goto fallback;
-                d0 = skip_ws(p, i + 1, n);
-                d1 = canon_value(p, d0, n);
-                if (d1 < 0 || d1 - d0 > max_data) goto fallback;
-                i = d1;
-            } else if (canon_word(p, i, n, "\"tag\"", 5) && t0 < 0) {
-                i = skip_ws(p, i + 5, n);
-                if (i >= n || p[i] != ':') goto fallback;
-                t0 = skip_ws(p, i + 1, n);
-                t1 = label_end(p, t0, n, max_tag);
-                if (t1 < 0) goto fallback;
-                i = t1;
-            } else if (canon_word(p, i, n, "\"node\"", 6) && n0 < 0) {
-                i = skip_ws(p, i + 6, n);
-                if (i >= n || p[i] != ':') goto fallback;
-                n0 = skip_ws(p, i + 1, n);
-                n1 = label_end(p, n0, n, max_node);
-                if (n1 < 0) goto fallback;
-                i = n1;
-            } else {
-                goto fallback; /* another key, a repeated one, or no key */
-            }
-            i = skip_ws(p, i, n);
-            if (i < n && p[i] == ',') {
-                i = skip_ws(p, i + 1, n);
-                continue;
-            }
-            if (i < n && p[i] == '}') break;
-            goto fallback;
-        }
-        if (d0 < 0) goto fallback;
-        if (append_new(data, PyBytes_FromStringAndSize((const char *)p + d0, d1 - d0)) < 0) goto done;
-        if (t0 < 0) {
-            if (PyList_Append(tags, Py_None) < 0) goto done;
-        } else if (append_new(tags, label_str(&tag_cache, p, t0 + 1, t1 - 1)) < 0) {
-            goto done;
-        }
-        if (n0 < 0) {
-            if (PyList_Append(nodes, Py_None) < 0) goto done;
-        } else {
-            own_node = 1;
-            if (append_new(nodes, label_str(&node_cache, p, n0 + 1, n1 - 1)) < 0) goto done;
-        }
-        i = skip_ws(p, i + 1, n);
+        i = parse_record(&c, p, i, n);
+        if (i == PARSE_ERROR) goto done;
+        if (i == PARSE_FALLBACK) goto fallback;
+        i = skip_ws(p, i, n);
         if (i < n && p[i] == ',') {
             i = skip_ws(p, i + 1, n);
             continue;
@@ -1448,15 +1490,55 @@ static PyObject *record_columns(PyObject *self, PyObject *args) {
         goto fallback;
     }
     if (skip_ws(p, i + 1, n) != n) goto fallback;
-    out = Py_BuildValue("(OOOO)", data, tags, nodes, own_node ? Py_True : Py_False);
+    out = columns_result(&c);
     goto done;
 fallback:
     out = Py_NewRef(Py_None);
 done:
-    Py_XDECREF(data);
-    Py_XDECREF(tags);
-    Py_XDECREF(nodes);
+    columns_clear(&c);
     PyBuffer_Release(&buf);
+    return out;
+}
+
+PyDoc_STRVAR(record_columns_lines_doc,
+"record_columns_lines(lines, max_data, max_tag, max_node) -> (data, tag, node, own_node) | None\n\n"
+"record_columns for NDJSON: each item of the list `lines` (bytes) must hold exactly one\n"
+"record object, with JSON whitespace around it; no record spans two lines. None when a\n"
+"line is not in the common form, or there is no line. Python twin:\n"
+"seglog.http.write_decode.record_columns_lines_py.");
+
+static PyObject *record_columns_lines(PyObject *self, PyObject *args) {
+    PyObject *given, *lines = NULL, *out = NULL;
+    Py_ssize_t max_data, max_tag, max_node;
+    if (!PyArg_ParseTuple(args, "O!nnn", &PyList_Type, &given, &max_data, &max_tag, &max_node))
+        return NULL;
+    columns c;
+    if (columns_init(&c, max_data, max_tag, max_node) < 0) goto done;
+    /* Our own list: the label caches point into earlier lines, which it keeps alive
+     * whatever happens to the caller's list meanwhile. */
+    lines = PyList_GetSlice(given, 0, PyList_GET_SIZE(given));
+    if (lines == NULL) goto done;
+    Py_ssize_t count = PyList_GET_SIZE(lines);
+    if (count == 0) goto fallback;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *line = PyList_GET_ITEM(lines, k);
+        if (!PyBytes_Check(line)) {
+            PyErr_SetString(PyExc_TypeError, "lines must be a list of bytes");
+            goto done;
+        }
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(line);
+        Py_ssize_t n = PyBytes_GET_SIZE(line);
+        Py_ssize_t i = parse_record(&c, p, skip_ws(p, 0, n), n);
+        if (i == PARSE_ERROR) goto done;
+        if (i == PARSE_FALLBACK || skip_ws(p, i, n) != n) goto fallback;
+    }
+    out = columns_result(&c);
+    goto done;
+fallback:
+    out = Py_NewRef(Py_None);
+done:
+    columns_clear(&c);
+    Py_XDECREF(lines);
     return out;
 }
 
@@ -1525,6 +1607,7 @@ static PyMethodDef methods[] = {
     {"json_unproven", json_unproven, METH_VARARGS, json_unproven_doc},
     {"json_unproven_spans", json_unproven_spans, METH_VARARGS, json_unproven_spans_doc},
     {"record_columns", record_columns, METH_VARARGS, record_columns_doc},
+    {"record_columns_lines", record_columns_lines, METH_VARARGS, record_columns_lines_doc},
     {"table_codes", table_codes, METH_VARARGS, table_codes_doc},
     {NULL, NULL, 0, NULL},
 };

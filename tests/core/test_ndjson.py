@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.core.ndjson import LineSplitter, LineTooLong
+from seglog.core.ndjson import LineSplitter, LineTooLong, chunk_end
 
 lines_st = st.lists(
     st.one_of(
@@ -23,9 +23,9 @@ def split_all(body: bytes, cuts: list[int], max_line: int) -> list[tuple[int, by
     out: list[tuple[int, bytes]] = []
     at = 0
     for c in [*sorted(set(cuts)), len(body)]:
-        out += s.feed(body[at:c])
+        out += s.feed(body[at:c]).pairs()
         at = c
-    return out + s.finish()
+    return out + s.finish().pairs()
 
 
 @given(lines_st, st.booleans(), st.lists(st.integers(0, 300), max_size=10))
@@ -56,6 +56,39 @@ def test_too_long_line_raises_with_its_number(
 
 def test_partial_line_is_refused_before_it_is_buffered_whole() -> None:
     s = LineSplitter(10)
-    assert s.feed(b"12345") == []
+    assert not s.feed(b"12345")
     with pytest.raises(LineTooLong):
         s.feed(b"678901")  # 11 bytes buffered, no newline yet
+
+
+def test_lines_come_as_columns_with_their_numbers() -> None:
+    s = LineSplitter(100)
+    got = s.feed(b"a\n\n b \r\nc")
+    assert (got.numbers, got.texts) == ([1, 3], [b"a", b"b"])
+    got = s.feed(b"d\ne\n")
+    assert (got.numbers, got.texts) == ([4, 5], [b"cd", b"e"])
+    assert not s.finish()
+
+
+def chunk_end_by_line(texts: list[bytes], max_records: int, max_bytes: int) -> int | None:
+    """The handler's rule line by line: a chunk is committed when it holds `max_records`
+    lines or its bytes reach `max_bytes`."""
+    total = 0
+    for i, text in enumerate(texts):
+        total += len(text)
+        if i + 1 == max_records or total >= max_bytes:
+            return i + 1
+    return None
+
+
+@given(
+    st.lists(st.binary(min_size=1, max_size=9), max_size=30),
+    st.integers(1, 12),
+    st.integers(1, 60),
+)
+def test_chunk_end_is_the_line_by_line_rule(
+    texts: list[bytes], max_records: int, max_bytes: int
+) -> None:
+    assert chunk_end(texts, max_records, max_bytes) == chunk_end_by_line(
+        texts, max_records, max_bytes
+    )

@@ -18,7 +18,11 @@ from hypothesis import strategies as st
 from seglog.core import native
 from seglog.errors import SeglogError
 from seglog.http.json_body import parse_json_body
-from seglog.http.write_decode import decode_write_fast, record_columns_py
+from seglog.http.write_decode import (
+    decode_write_fast,
+    record_columns_lines_py,
+    record_columns_py,
+)
 from seglog.http.write_request import WriteRequest, parse_write
 from seglog.model import MAX_NODE_BYTES, MAX_RECORD_BYTES, MAX_TAG_BYTES, RecordBatch, RecordIn
 
@@ -331,3 +335,63 @@ def test_the_common_records_take_the_c_pass() -> None:
     long_tag = orjson.dumps([{"data": 1, "tag": "é" * (MAX_TAG_BYTES // 2 + 1)}])
     assert c_columns(long_tag) is None
     assert c_columns(orjson.dumps([{"data": "x" * MAX_RECORD_BYTES}])) is None
+
+
+def c_line_columns(lines: list[bytes]) -> Any:
+    assert native.speedups is not None
+    return native.speedups.record_columns_lines(
+        lines, MAX_RECORD_BYTES, MAX_TAG_BYTES, MAX_NODE_BYTES
+    )
+
+
+def as_lines(array: bytes) -> list[bytes]:
+    """A `common_records` array's records, one per line (cut at its top-level commas, so
+    a mangled one may cut a record in two or leave two on one line)."""
+    inner = array.strip()[1:-1]
+    out, depth, start, in_string, escaped = [], 0, 0, False, False
+    for i, ch in enumerate(inner):
+        if in_string:
+            escaped = not escaped and ch == 0x5C
+            in_string = escaped or ch != 0x22
+        elif ch == 0x22:
+            in_string = True
+        elif ch in b"[{":
+            depth += 1
+        elif ch in b"]}":
+            depth -= 1
+        elif ch == 0x2C and depth == 0:
+            out.append(inner[start:i])
+            start = i + 1
+    return [*out, inner[start:]]
+
+
+@needs_native
+@settings(max_examples=400)
+@given(common_records(), st.data())
+def test_the_c_line_columns_are_the_per_line_decodes(text: bytes, data: Any) -> None:
+    lines = as_lines(text)
+    if data.draw(st.booleans()) and len(lines) > 1:  # two records on one line, or one cut
+        at = data.draw(st.integers(0, len(lines) - 2))
+        joint = data.draw(st.sampled_from([b",", b"", b" "]))
+        lines[at : at + 2] = [lines[at] + joint + lines[at + 1]]
+    got = c_line_columns(lines)
+    if got is not None:  # the per-line decodes, and the records' columns as one array
+        assert got == record_columns_lines_py(lines), lines
+        assert got == c_columns(b"[" + b",".join(lines) + b"]")
+
+
+@needs_native
+def test_the_c_line_columns_refuse_what_is_not_one_record_per_line() -> None:
+    assert c_line_columns([b'{"data":1}', b' {"data":[2]} ']) == (
+        [b"1", b"[2]"],
+        [None, None],
+        [None, None],
+        False,
+    )
+    for lines in (
+        [], [b'{"data":1},{"data":2}'], [b'{"data":[1', b'2]}'], [b'{"data":1}x'],
+        [b'{"data":1}', b""], [b'[{"data":1}]'],
+    ):  # fmt: skip
+        assert c_line_columns(lines) is None, lines
+    with pytest.raises(TypeError):
+        c_line_columns(["{}"])

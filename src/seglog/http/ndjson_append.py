@@ -20,7 +20,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from seglog.core.ndjson import LineSplitter, LineTooLong
+from seglog.core.ndjson import Lines, LineSplitter, LineTooLong, chunk_end
 from seglog.errors import ErrorCode, SeglogError, invalid
 from seglog.http.app_state import ServerState
 from seglog.http.body_fields import malformed
@@ -93,13 +93,13 @@ def _create(request: Request) -> bool | None:
     raise invalid("create must be true or false", {"field": "create"})
 
 
-def parse_lines(lines: list[tuple[int, bytes]], node: str | None) -> RecordBatch | list[RecordIn]:
+def parse_lines(lines: Lines, node: str | None) -> RecordBatch | list[RecordIn]:
     """The records of numbered NDJSON lines; the first bad line raises `BadLine`."""
-    fast = decode_lines_fast([text for _, text in lines], node)
+    fast = decode_lines_fast(lines.texts, node)
     if fast is not None:
         return fast
     out: list[RecordIn] = []
-    for number, text in lines:
+    for number, text in lines.pairs():
         try:
             out.append(parse_record(0, parse_json_body(text), node, f"line {number}"))
         except SeglogError as e:
@@ -119,7 +119,7 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
     create = _create(request)
     progress = _Progress()
 
-    async def commit(lines: list[tuple[int, bytes]]) -> None:
+    async def commit(lines: Lines) -> None:
         try:
             records = parse_lines(lines, node)
         except BadLine as bad:
@@ -130,7 +130,7 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
                 name, records, node=node, idempotency_key=None, create=create, config=None
             )
         except SeglogError as e:
-            raise _at_line(e, lines[0][0], progress) from None
+            raise _at_line(e, lines.numbers[0], progress) from None
         progress.chunks.append(
             {"first_seq": res.first_seq, "last_seq": res.last_seq, "count": res.count}
         )
@@ -140,9 +140,9 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
 
     # The body is read by its own task, so that lines which arrive slowly (a `tail -f`
     # piped in) are committed `LINGER_S` after they arrive, not when a chunk fills up.
-    incoming: asyncio.Queue[list[tuple[int, bytes]] | BaseException | None] = asyncio.Queue(4)
+    incoming: asyncio.Queue[Lines | BaseException | None] = asyncio.Queue(4)
     reader = asyncio.ensure_future(_read_lines(request, incoming))
-    pending: list[tuple[int, bytes]] = []
+    pending = Lines()
     pending_bytes = 0
     try:
         while True:
@@ -150,7 +150,7 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
                 item = await asyncio.wait_for(incoming.get(), LINGER_S if pending else None)
             except TimeoutError:
                 await commit(pending)
-                pending, pending_bytes = [], 0
+                pending, pending_bytes = Lines(), 0
                 continue
             if item is None:
                 break
@@ -166,12 +166,16 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
                 )
             if isinstance(item, BaseException):
                 raise body_ended_early() from item
-            for line in item:
-                pending.append(line)
-                pending_bytes += len(line[1])
-                if len(pending) >= CHUNK_RECORDS or pending_bytes >= CHUNK_BYTES:
-                    await commit(pending)
-                    pending, pending_bytes = [], 0
+            pending.numbers += item.numbers
+            pending.texts += item.texts
+            pending_bytes += sum(map(len, item.texts))
+            while len(pending) >= CHUNK_RECORDS or pending_bytes >= CHUNK_BYTES:
+                k = chunk_end(pending.texts, CHUNK_RECORDS, CHUNK_BYTES)
+                assert k is not None  # one of the two bounds is reached
+                chunk = Lines(pending.numbers[:k], pending.texts[:k])
+                pending = Lines(pending.numbers[k:], pending.texts[k:])
+                pending_bytes -= sum(map(len, chunk.texts))
+                await commit(chunk)
     finally:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
@@ -190,9 +194,7 @@ async def append_ndjson(request: Request, name: str, st: ServerState) -> Respons
     return json_response(orjson.dumps(body), 201 if progress.created else 200)
 
 
-async def _read_lines(
-    request: Request, out: asyncio.Queue[list[tuple[int, bytes]] | BaseException | None]
-) -> None:
+async def _read_lines(request: Request, out: asyncio.Queue[Lines | BaseException | None]) -> None:
     """The body's lines, batch by batch as they arrive, then None; or the error that ended
     it (`LineTooLong`, `ClientDisconnect`, ...). The queue is bounded: a client sending
     faster than chunks commit is held back by TCP."""
