@@ -5,7 +5,8 @@
   on the same 5,000-record body;
 - over loopback, one client process: pre-encoded 5,000-record JSON appends
   (`Client.append_encoded`, what the Spark sink sends) and the streaming NDJSON append
-  (`Client.append_stream`, API §13.2) of the same records;
+  (`Client.append_stream`, API §13.2) of the same records, from record dicts the client
+  encodes as it sends and from records pre-encoded one per bytes;
 - the generator's ceiling in the same run: the same requests against a hello-world ASGI
   app served by granian exactly as seglog is (the client's own cost, not the server's).
 
@@ -63,17 +64,23 @@ def parse_cost(batch: int) -> dict[str, float]:
     return out
 
 
-def ingest(url: str, n: int, batch: int, topic: str, stream: bool) -> float:
+def ingest(url: str, n: int, batch: int, topic: str, kind: str) -> float:
+    """`kind`: "json" (pre-encoded batch bodies), "ndjson" (`append_stream` of record
+    dicts, encoded by the client as it sends), "ndjson-bytes" (`append_stream` of records
+    pre-encoded one per bytes: the server's side of NDJSON, as "json" is of batches)."""
     bodies = [orjson.dumps(make_records(batch, k * batch)) for k in range(n // batch)]
+    encoded = [orjson.dumps(r) for k in range(n // batch) for r in make_records(batch, k * batch)]
     with Client(url, timeout=60.0) as c:
         t0 = time.perf_counter()
-        if stream:
+        if kind == "ndjson":
 
             def records():
                 for k in range(n // batch):
                     yield from make_records(batch, k * batch)
 
             c.append_stream(topic, records())
+        elif kind == "ndjson-bytes":
+            c.append_stream(topic, encoded)
         else:
             for b in bodies:
                 c.append_encoded(topic, b, return_seqs=False)
@@ -117,12 +124,23 @@ def main() -> None:
     try:
         url = f"http://127.0.0.1:{port}"
         wait_up(f"{url}/v0/health")
-        for topic, stream in (("json", False), ("ndjson", True), ("json2", False)):
+        names = {
+            "json": f"JSON append_encoded × {batch}",
+            "ndjson": "NDJSON append_stream",
+            "ndjson-bytes": "NDJSON append_stream, bytes",
+        }
+        for topic, kind in (
+            ("json", "json"),
+            ("ndjson", "ndjson"),
+            ("ndjson2", "ndjson-bytes"),
+            ("json2", "json"),
+        ):
             with Client(url) as c:
                 c.put_topic(topic, {"durability": "disk"})
-            rate = ingest(url, n, batch, topic, stream)
-            kind = "NDJSON append_stream" if stream else f"JSON append_encoded × {batch}"
-            print(f"{kind:32}: {rate:,.0f} rec/s ({rate / ceiling:.2f} × ceiling)", flush=True)
+            rate = ingest(url, n, batch, topic, kind)
+            print(
+                f"{names[kind]:32}: {rate:,.0f} rec/s ({rate / ceiling:.2f} × ceiling)", flush=True
+            )
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=120)
