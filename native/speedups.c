@@ -1504,7 +1504,7 @@ PyDoc_STRVAR(record_columns_lines_doc,
 "record_columns_lines(lines, max_data, max_tag, max_node) -> (data, tag, node, own_node) | None\n\n"
 "record_columns for NDJSON: each item of the list `lines` (bytes) must hold exactly one\n"
 "record object, with JSON whitespace around it; no record spans two lines. None when a\n"
-"line is not in the common form, or there is no line. Python twin:\n"
+"line is not in the common form (or not bytes), or there is no line. Python twin:\n"
 "seglog.http.write_decode.record_columns_lines_py.");
 
 static PyObject *record_columns_lines(PyObject *self, PyObject *args) {
@@ -1522,10 +1522,7 @@ static PyObject *record_columns_lines(PyObject *self, PyObject *args) {
     if (count == 0) goto fallback;
     for (Py_ssize_t k = 0; k < count; k++) {
         PyObject *line = PyList_GET_ITEM(lines, k);
-        if (!PyBytes_Check(line)) {
-            PyErr_SetString(PyExc_TypeError, "lines must be a list of bytes");
-            goto done;
-        }
+        if (!PyBytes_Check(line)) goto fallback; /* a bytearray, say: the full decode takes it */
         const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(line);
         Py_ssize_t n = PyBytes_GET_SIZE(line);
         Py_ssize_t i = parse_record(&c, p, skip_ws(p, 0, n), n);
