@@ -5,10 +5,17 @@ goes out when it reaches `--batch-size` records or when its first record has wai
 `--linger-ms`, whichever comes first: `tail -f app.log | seglog produce t` sends each line
 within the linger time, and a 10,001-line file goes out in batches the server accepts. Each
 batch is one atomic write; a failure reports the line number and what was already committed.
+
+The reader hands over blocks: whatever one read of stdin returned (`read1`: a line typed or
+piped in as soon as it is there, up to 64 KiB of a file), cut into lines. One queue hand-off
+per line cost more than the rest of the line's work (~90k lines/s before, BENCHMARKS.md
+"Stop 41").
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
 import queue
 import stat
@@ -19,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, NoReturn, TextIO
 
 import orjson
 import typer
@@ -98,6 +105,8 @@ class Producer:
         if not text.strip():
             return None
         if self.raw:
+            if not text.isascii() and not _utf8(text):  # undecodable bytes (surrogateescape)
+                self.abort(lineno, "not valid UTF-8 text")
             data: Any = text
         else:
             try:
@@ -143,43 +152,120 @@ class Producer:
             self.on_sent(len(self.batch), self.pending_bytes)
         self.batch, self.pending_bytes = [], 0
 
-    def abort(self, lineno: int, why: str) -> Any:
+    def abort(self, lineno: int, why: str) -> NoReturn:
         """Send what came before the failing line, then stop with its number."""
         self.send()  # a failure here reports itself (and the line it started at)
         note(self.tally.summary(self.topic), style="green")
         fail(f"line {lineno}: {why}")
 
 
-def _read_lines(stream: Iterable[str], q: queue.Queue[tuple[int, str] | None]) -> None:
+READ_BYTES = 65536
+
+
+@dataclass(slots=True)
+class Block:
+    """Lines that one read completed: `lines[i]` is line number `first + i`, its newline
+    dropped; `nbytes` is what the read took from the input (for the progress bar)."""
+
+    first: int
+    lines: list[str]
+    nbytes: int
+
+
+@dataclass(slots=True)
+class ReadFailed:
+    """Reading stdin failed (bytes not valid in its encoding, with a strict error handler)
+    in the read that starts at line `line`; none of that read's lines is handed over."""
+
+    line: int
+    error: Exception
+
+
+def _utf8(text: str) -> bool:
     try:
-        for n, line in enumerate(stream, 1):
-            q.put((n, line))
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _read_blocks(source: Iterable[str] | TextIO, q: queue.Queue[Block | ReadFailed | None]) -> None:
+    number = 1
+    try:
+        buffer = getattr(source, "buffer", None)
+        if buffer is not None and hasattr(buffer, "read1"):
+            blocks = _stream_blocks(source, buffer)  # type: ignore[arg-type]
+        else:  # the arguments (or a stream without a byte buffer): one line at a time
+            blocks = (Block(n, [line], len(line.encode())) for n, line in enumerate(source, 1))
+        for block in blocks:
+            q.put(block)
+            number = block.first + len(block.lines)
+    except Exception as e:  # the pump reports it, after sending what came before
+        q.put(ReadFailed(number, e))
     finally:
         q.put(_EOF)
 
 
-def _pump(p: Producer, q: queue.Queue[tuple[int, str] | None], size: int, linger: float) -> None:
+def _stream_blocks(stream: TextIO, buffer: io.BufferedReader) -> Iterator[Block]:
+    """What `for line in stream` yields, a read at a time: the stream's encoding and error
+    handler, universal newlines. A line longer than a read is joined once it is complete."""
+    decoder = io.IncrementalNewlineDecoder(
+        codecs.getincrementaldecoder(stream.encoding or "utf-8")(stream.errors or "strict"),
+        translate=True,
+    )
+    pieces: list[str] = []  # the line being read
+    number, nbytes = 1, 0
+    while True:
+        raw = buffer.read1(READ_BYTES)
+        nbytes += len(raw)
+        text = decoder.decode(raw, final=not raw)
+        cut = text.rfind("\n")
+        lines: list[str] = []
+        if cut >= 0:
+            pieces.append(text[:cut])
+            lines = "".join(pieces).split("\n")
+            pieces = [text[cut + 1 :]]
+        elif text:
+            pieces.append(text)
+        if not raw:
+            last = "".join(pieces)
+            if last:
+                lines.append(last)  # the last line, without a newline
+        if lines:
+            yield Block(number, lines, nbytes)
+            number, nbytes = number + len(lines), 0
+        if not raw:
+            return
+
+
+def _pump(p: Producer, q: queue.Queue[Block | ReadFailed | None], size: int, linger: float) -> None:
     deadline = 0.0
     while True:
         timeout = max(deadline - time.monotonic(), 0.0) if p.batch else None
         try:
-            item = q.get(timeout=timeout)
+            block = q.get(timeout=timeout)
         except queue.Empty:
             p.send()  # linger expired: the first record of the batch waited long enough
             continue
-        if item is _EOF:
+        if block is _EOF:
             p.send()
             return
-        lineno, line = item
-        p.pending_bytes += len(line.encode())
-        rec = p.parse(lineno, line)
-        if rec is None:
-            continue
-        if not p.batch:
-            deadline = time.monotonic() + linger
-        p.add(lineno, rec)
-        if len(p.batch) >= size:
-            p.send()
+        if isinstance(block, ReadFailed):
+            p.abort(
+                block.line,
+                f"cannot read the input (at this line or after it, in the same read of stdin):"
+                f" {block.error}",
+            )
+        p.pending_bytes += block.nbytes
+        for lineno, line in enumerate(block.lines, block.first):
+            rec = p.parse(lineno, line)
+            if rec is None:
+                continue
+            if not p.batch:
+                deadline = time.monotonic() + linger
+            p.add(lineno, rec)
+            if len(p.batch) >= size:
+                p.send()
 
 
 def produce(
@@ -237,12 +323,12 @@ def produce(
             "key): use --idempotency-key"
         )
         idempotency_key = idempotency_key or key
-    q: queue.Queue[tuple[int, str] | None] = queue.Queue(maxsize=4 * batch_size)
+    q: queue.Queue[Block | ReadFailed | None] = queue.Queue(maxsize=8)
     size = None if data else file_size(sys.stdin)
     with common.client(url, api_key) as c, progress_bar(size) as on_sent:
         p = Producer(c, topic, url, raw, tag, node, idempotency_key, on_sent=on_sent)
-        source: Iterable[str] = data if data else sys.stdin
-        threading.Thread(target=_read_lines, args=(source, q), daemon=True).start()
+        source: Iterable[str] | TextIO = data if data else sys.stdin
+        threading.Thread(target=_read_blocks, args=(source, q), daemon=True).start()
         try:
             _pump(p, q, batch_size, linger_ms / 1000)
         except KeyboardInterrupt:

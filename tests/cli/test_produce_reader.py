@@ -1,0 +1,102 @@
+"""`seglog produce`'s stdin reader: the lines `for line in sys.stdin` would give, numbered,
+however the input arrives (a read at a time: `read1`), in blocks that keep every byte."""
+
+from __future__ import annotations
+
+import io
+import queue
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seglog.cli.produce import Block, ReadFailed, _read_blocks
+
+
+class Chunks(io.RawIOBase):
+    """A raw stream handing out `chunks` one per read, as a pipe does."""
+
+    def __init__(self, chunks: list[bytes]) -> None:
+        self.chunks = list(chunks)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+        if not self.chunks:
+            return 0
+        chunk = self.chunks.pop(0)
+        n = min(len(b), len(chunk))
+        b[:n] = chunk[:n]
+        if n < len(chunk):
+            self.chunks.insert(0, chunk[n:])
+        return n
+
+
+def read_items(chunks: list[bytes], errors: str = "strict") -> list[Block | ReadFailed]:
+    stream = io.TextIOWrapper(io.BufferedReader(Chunks(chunks)), encoding="utf-8", errors=errors)
+    q: queue.Queue[Block | ReadFailed | None] = queue.Queue()
+    _read_blocks(stream, q)
+    out: list[Block | ReadFailed] = []
+    while (b := q.get_nowait()) is not None:
+        out.append(b)
+    return out
+
+
+def read_all(chunks: list[bytes], errors: str = "strict") -> list[Block]:
+    items = read_items(chunks, errors)
+    assert all(isinstance(b, Block) for b in items), items
+    return items  # type: ignore[return-value]
+
+
+def iterated(data: bytes, errors: str = "strict") -> list[str]:
+    """The lines of text-mode iteration, each without its newline."""
+    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors=errors)
+    return [line[:-1] if line.endswith("\n") else line for line in stream]
+
+
+pieces = st.lists(
+    st.sampled_from(
+        [b"a", b"bc", b"\n", b"\r", b"\r\n", b" ", b"{}", "é".encode(), "\U0001f600".encode()]
+    ),
+    max_size=40,
+)
+
+
+@given(pieces, st.lists(st.integers(1, 30), max_size=12))
+def test_the_lines_of_text_iteration_whatever_the_reads(
+    parts: list[bytes], cuts: list[int]
+) -> None:
+    data = b"".join(parts)
+    chunks, at = [], 0
+    for c in cuts:
+        chunks.append(data[at : at + c])
+        at += c
+    chunks.append(data[at:])
+    chunks = [c for c in chunks if c]
+    blocks = read_all(chunks)
+    lines = [line for b in blocks for line in b.lines]
+    assert lines == iterated(data)
+    numbers = [b.first + i for b in blocks for i in range(len(b.lines))]
+    assert numbers == list(range(1, len(lines) + 1))
+    assert sum(b.nbytes for b in blocks) == len(data)
+    assert all(b.lines for b in blocks)
+
+
+def test_a_read_hands_over_its_lines_at_once() -> None:
+    blocks = read_all([b'{"a":1}\n{"a":2}\n{"a', b'":3}\n', b"tail"])
+    assert [(b.first, b.lines) for b in blocks] == [
+        (1, ['{"a":1}', '{"a":2}']),
+        (3, ['{"a":3}']),
+        (4, ["tail"]),
+    ]
+
+
+def test_the_stream_error_handler_applies() -> None:
+    assert [ln for b in read_all([b"ok\n\xff\n"], "replace") for ln in b.lines] == ["ok", "\ufffd"]
+
+
+def test_a_read_error_comes_after_the_lines_before_it_with_its_line_number() -> None:
+    items = read_items([b"a\nb\n", b"c\xff\n"])
+    assert isinstance(items[0], Block) and items[0].lines == ["a", "b"]
+    assert isinstance(items[-1], ReadFailed) and items[-1].line == 3
+    assert isinstance(items[-1].error, UnicodeDecodeError)
