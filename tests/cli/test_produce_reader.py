@@ -9,7 +9,7 @@ import queue
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seglog.cli.produce import Block, ReadFailed, _read_blocks
+from seglog.cli.produce import UNIVERSAL_NEWLINES, Block, ReadFailed, _read_blocks
 
 
 class Chunks(io.RawIOBase):
@@ -49,8 +49,10 @@ def read_all(chunks: list[bytes], errors: str = "strict") -> list[Block]:
 
 
 def iterated(data: bytes, errors: str = "strict") -> list[str]:
-    """The lines of text-mode iteration, each without its newline."""
-    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors=errors)
+    """The lines of iterating `sys.stdin` (whose newline mode is "\n" but on Windows),
+    each without its newline."""
+    newline = None if UNIVERSAL_NEWLINES else "\n"
+    stream = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors=errors, newline=newline)
     return [line[:-1] if line.endswith("\n") else line for line in stream]
 
 
@@ -100,3 +102,13 @@ def test_a_read_error_comes_after_the_lines_before_it_with_its_line_number() -> 
     assert isinstance(items[0], Block) and items[0].lines == ["a", "b"]
     assert isinstance(items[-1], ReadFailed) and items[-1].line == 3
     assert isinstance(items[-1].error, UnicodeDecodeError)
+
+
+def test_a_carriage_return_stays_in_its_line_as_in_stdin() -> None:
+    """`for line in sys.stdin` splits at "\n" only on POSIX: a progress line
+    "50%\r100%" is one line (one record with --raw), a CRLF line keeps its "\r" for the
+    parse to strip."""
+    lines = [ln for b in read_all([b"50%\r100%\na\r\nb\r", b"\nc"]) for ln in b.lines]
+    assert lines == (
+        ["50%", "100%", "a", "b", "c"] if UNIVERSAL_NEWLINES else ["50%\r100%", "a\r", "b\r", "c"]
+    )

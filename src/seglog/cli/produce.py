@@ -160,6 +160,7 @@ class Producer:
 
 
 READ_BYTES = 65536
+UNIVERSAL_NEWLINES = os.name == "nt"  # how Python opens sys.stdin (`newline=None` there)
 
 
 @dataclass(slots=True)
@@ -196,7 +197,10 @@ def _read_blocks(source: Iterable[str] | TextIO, q: queue.Queue[Block | ReadFail
         if buffer is not None and hasattr(buffer, "read1"):
             blocks = _stream_blocks(source, buffer)  # type: ignore[arg-type]
         else:  # the arguments (or a stream without a byte buffer): one line at a time
-            blocks = (Block(n, [line], len(line.encode())) for n, line in enumerate(source, 1))
+            blocks = (
+                Block(n, [line], len(line.encode(errors="surrogateescape")))
+                for n, line in enumerate(source, 1)
+            )
         for block in blocks:
             q.put(block)
             number = block.first + len(block.lines)
@@ -207,12 +211,14 @@ def _read_blocks(source: Iterable[str] | TextIO, q: queue.Queue[Block | ReadFail
 
 
 def _stream_blocks(stream: TextIO, buffer: io.BufferedReader) -> Iterator[Block]:
-    """What `for line in stream` yields, a read at a time: the stream's encoding and error
-    handler, universal newlines. A line longer than a read is joined once it is complete."""
-    decoder = io.IncrementalNewlineDecoder(
-        codecs.getincrementaldecoder(stream.encoding or "utf-8")(stream.errors or "strict"),
-        translate=True,
-    )
+    """What `for line in sys.stdin` yields, a read at a time: the stream's encoding and
+    error handler, and its newlines — lines end at `\n` (a `\r` stays in the line: the
+    parse strips it at the end), except on Windows, where `\r\n` and `\r` end lines
+    too. A line longer than a read is joined once it is complete."""
+    decoder: codecs.IncrementalDecoder | io.IncrementalNewlineDecoder
+    decoder = codecs.getincrementaldecoder(stream.encoding or "utf-8")(stream.errors or "strict")
+    if UNIVERSAL_NEWLINES:
+        decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
     pieces: list[str] = []  # the line being read
     number, nbytes = 1, 0
     while True:
