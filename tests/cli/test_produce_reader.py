@@ -97,11 +97,37 @@ def test_the_stream_error_handler_applies() -> None:
     assert [ln for b in read_all([b"ok\n\xff\n"], "replace") for ln in b.lines] == ["ok", "\ufffd"]
 
 
+class Failing(io.RawIOBase):
+    def __init__(self, first: bytes) -> None:
+        self.first: bytes | None = first
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
+        if self.first is None:
+            raise OSError(5, "Input/output error")
+        n, self.first = len(self.first), None
+        b[:n] = b"a\nb\n"[:n]
+        return n
+
+
 def test_a_read_error_comes_after_the_lines_before_it_with_its_line_number() -> None:
-    items = read_items([b"a\nb\n", b"c\xff\n"])
+    stream = io.TextIOWrapper(io.BufferedReader(Failing(b"a\nb\n")), encoding="utf-8")
+    q: queue.Queue[Block | ReadFailed | None] = queue.Queue()
+    _read_blocks(stream, q)
+    items = [q.get_nowait() for _ in range(3)]
     assert isinstance(items[0], Block) and items[0].lines == ["a", "b"]
-    assert isinstance(items[-1], ReadFailed) and items[-1].line == 3
-    assert isinstance(items[-1].error, UnicodeDecodeError)
+    assert isinstance(items[1], ReadFailed) and items[1].line == 3
+    assert isinstance(items[1].error, OSError) and items[2] is None
+
+
+def test_undecodable_bytes_reach_the_parse_in_their_line_whatever_the_handler() -> None:
+    """A strict stdin would fail the whole read; its bytes come through as surrogates,
+    in their own line, for the parse to refuse by number."""
+    for errors in ("strict", "surrogateescape"):
+        blocks = read_all([b"a\nb\xff\nc\n"], errors)
+        assert [ln for b in blocks for ln in b.lines] == ["a", "b\udcff", "c"]
 
 
 def test_a_carriage_return_stays_in_its_line_as_in_stdin() -> None:

@@ -104,9 +104,9 @@ class Producer:
         text = line.rstrip("\r\n")
         if not text.strip():
             return None
+        if not text.isascii() and not _utf8(text):  # bytes stdin's encoding could not decode
+            self.abort(lineno, "holds bytes that are not text in the input's encoding (UTF-8)")
         if self.raw:
-            if not text.isascii() and not _utf8(text):  # undecodable bytes (surrogateescape)
-                self.abort(lineno, "not valid UTF-8 text")
             data: Any = text
         else:
             try:
@@ -175,8 +175,7 @@ class Block:
 
 @dataclass(slots=True)
 class ReadFailed:
-    """Reading stdin failed (bytes not valid in its encoding, with a strict error handler)
-    in the read that starts at line `line`; none of that read's lines is handed over."""
+    """Reading the input failed (an I/O error) at line `line`."""
 
     line: int
     error: Exception
@@ -211,12 +210,19 @@ def _read_blocks(source: Iterable[str] | TextIO, q: queue.Queue[Block | ReadFail
 
 
 def _stream_blocks(stream: TextIO, buffer: io.BufferedReader) -> Iterator[Block]:
-    """What `for line in sys.stdin` yields, a read at a time: the stream's encoding and
-    error handler, and its newlines — lines end at `\n` (a `\r` stays in the line: the
+    """What `for line in sys.stdin` yields, a read at a time: the stream's encoding (and
+    error handler, but that bytes it cannot decode are left for the parse to refuse), and
+    its newlines — lines end at `\n` (a `\r` stays in the line: the
     parse strips it at the end), except on Windows, where `\r\n` and `\r` end lines
     too. A line longer than a read is joined once it is complete."""
+    # Bytes it cannot decode become surrogates, which the parse refuses with their line
+    # number, after the lines before them are sent (a strict handler would fail the whole
+    # read instead, without saying which line).
+    errors = stream.errors or "strict"
     decoder: codecs.IncrementalDecoder | io.IncrementalNewlineDecoder
-    decoder = codecs.getincrementaldecoder(stream.encoding or "utf-8")(stream.errors or "strict")
+    decoder = codecs.getincrementaldecoder(stream.encoding or "utf-8")(
+        "surrogateescape" if errors == "strict" else errors
+    )
     if UNIVERSAL_NEWLINES:
         decoder = io.IncrementalNewlineDecoder(decoder, translate=True)
     pieces: list[str] = []  # the line being read
@@ -257,13 +263,12 @@ def _pump(p: Producer, q: queue.Queue[Block | ReadFailed | None], size: int, lin
             p.send()
             return
         if isinstance(block, ReadFailed):
-            p.abort(
-                block.line,
-                f"cannot read the input (at this line or after it, in the same read of stdin):"
-                f" {block.error}",
-            )
-        p.pending_bytes += block.nbytes
+            p.abort(block.line, f"cannot read the input: {block.error}")
+        # The read's bytes, shared out over its lines: each batch's share for the bar.
+        share, rest = divmod(block.nbytes, len(block.lines))
+        p.pending_bytes += rest
         for lineno, line in enumerate(block.lines, block.first):
+            p.pending_bytes += share
             rec = p.parse(lineno, line)
             if rec is None:
                 continue
