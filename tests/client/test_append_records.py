@@ -43,3 +43,24 @@ def test_mappings_are_encoded() -> None:
         return_seqs=True,
     )
     assert call.spec.body == b'{"records":[{"data":1,"tag":"x"}]}'
+
+
+def _body(records: Any) -> bytes:
+    call = _base.append(
+        "t", records, node=None, idempotency_key=None, create=None, config=None, return_seqs=True
+    )
+    assert isinstance(call.spec.body, bytes)
+    return call.spec.body
+
+
+def test_plain_dicts_and_other_mappings_encode_alike() -> None:
+    """A list or tuple of plain dicts is encoded as it is; any other sequence, or a record
+    that is a Mapping but not a dict, goes through the copying path: same bytes."""
+    from collections import OrderedDict, deque
+    from types import MappingProxyType
+
+    want = b'{"records":[{"data":1,"tag":"x"},{"data":[2]}]}'
+    recs: list[dict[str, Any]] = [{"data": 1, "tag": "x"}, {"data": [2]}]
+    assert _body(recs) == _body(tuple(recs)) == _body(deque(recs)) == want
+    assert _body([OrderedDict(recs[0]), MappingProxyType(recs[1])]) == want
+    assert _body([]) == b'{"records":[]}'

@@ -302,6 +302,15 @@ def delete_topic(topic: str, if_empty: bool) -> Call[TopicDeleted]:
     return Call(spec, _parser(TopicDeleted.from_json))
 
 
+def _records_json(records: Sequence[Mapping[str, Any]]) -> bytes:
+    """The records array as JSON. A list (or tuple) of plain dicts, the common case, is
+    encoded as it is: the checks and copies below cost more than the encoding (~0.4 µs a
+    record)."""
+    if type(records) in (list, tuple) and all(type(r) is dict for r in records):
+        return orjson.dumps(records)
+    return orjson.dumps(_records_as_dicts(records))
+
+
 def _records_as_dicts(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     # dict("str") fails with "dictionary update sequence element #0", which names neither
     # the record nor the fix; say which record is wrong and what a record must be.
@@ -332,7 +341,7 @@ def append(
 ) -> Call[Appended]:
     return append_encoded(
         topic,
-        orjson.dumps(_records_as_dicts(records)),
+        _records_json(records),
         node=node,
         idempotency_key=idempotency_key,
         create=create,
