@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from seglog.client import _base
 
@@ -64,3 +67,30 @@ def test_plain_dicts_and_other_mappings_encode_alike() -> None:
     assert _body(recs) == _body(tuple(recs)) == _body(deque(recs)) == want
     assert _body([OrderedDict(recs[0]), MappingProxyType(recs[1])]) == want
     assert _body([]) == b'{"records":[]}'
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.dictionaries(st.sampled_from(["data", "tag"]), st.integers(0, 10**6), min_size=1),
+            st.integers(0, 99).map(lambda i: b'{"data":%d}' % i),
+        ),
+        max_size=30,
+    ),
+    st.integers(0, 80),
+)
+def test_ndjson_pieces_cut_right_after_the_buffer_fills(records: list[Any], buffer: int) -> None:
+    """`append_stream`'s body: every record one line, in order; a piece is sent as soon
+    as it holds `buffer_bytes` (each line on its own with 0), the rest at the end."""
+    lines = [r + b"\n" if isinstance(r, bytes) else orjson.dumps(r) + b"\n" for r in records]
+    pieces = list(_base.ndjson_lines(iter(records), buffer))
+    assert b"".join(pieces) == b"".join(lines)
+    at = 0
+    for piece in pieces:
+        n = 0
+        while len(b"".join(lines[at : at + n])) < len(piece):
+            n += 1
+        assert b"".join(lines[at : at + n]) == piece
+        assert len(piece) - len(lines[at + n - 1]) < buffer or n == 1  # cut right after
+        assert len(piece) >= buffer or at + n == len(lines)  # only the last piece is short
+        at += n
