@@ -1385,6 +1385,16 @@ typedef struct {
 
 enum { PARSE_FALLBACK = -1, PARSE_ERROR = -2 };
 
+/* Where the value of the member `key` (quoted, `k` bytes) at p[i] starts, past its `:`
+ * and the whitespace around it; -1 if p[i] holds another key or no `:` follows. */
+static Py_ssize_t value_at(const unsigned char *p, Py_ssize_t i, Py_ssize_t n, const char *key,
+                           Py_ssize_t k) {
+    if (!canon_word(p, i, n, key, k)) return -1;
+    i = skip_ws(p, i + k, n);
+    if (i >= n || p[i] != ':') return -1;
+    return skip_ws(p, i + 1, n);
+}
+
 /* One record object at p[i] (its `{`) into `c`: the index just past its `}`, or
  * PARSE_FALLBACK (not the common form: the caller's full decode decides), or PARSE_ERROR
  * (an exception is set). */
@@ -1393,24 +1403,19 @@ static Py_ssize_t parse_record(columns *c, const unsigned char *p, Py_ssize_t i,
     Py_ssize_t d0 = -1, d1 = -1, t0 = -1, t1 = -1, n0 = -1, n1 = -1;
     i = skip_ws(p, i + 1, n);
     for (;;) {
-        if (canon_word(p, i, n, "\"data\"", 6) && d0 < 0) {
-            i = skip_ws(p, i + 6, n);
-            if (i >= n || p[i] != ':') return PARSE_FALLBACK;
-            d0 = skip_ws(p, i + 1, n);
+        Py_ssize_t v;
+        if (d0 < 0 && (v = value_at(p, i, n, "\"data\"", 6)) >= 0) {
+            d0 = v;
             d1 = canon_value(p, d0, n);
             if (d1 < 0 || d1 - d0 > c->max_data) return PARSE_FALLBACK;
             i = d1;
-        } else if (canon_word(p, i, n, "\"tag\"", 5) && t0 < 0) {
-            i = skip_ws(p, i + 5, n);
-            if (i >= n || p[i] != ':') return PARSE_FALLBACK;
-            t0 = skip_ws(p, i + 1, n);
+        } else if (t0 < 0 && (v = value_at(p, i, n, "\"tag\"", 5)) >= 0) {
+            t0 = v;
             t1 = label_end(p, t0, n, c->max_tag);
             if (t1 < 0) return PARSE_FALLBACK;
             i = t1;
-        } else if (canon_word(p, i, n, "\"node\"", 6) && n0 < 0) {
-            i = skip_ws(p, i + 6, n);
-            if (i >= n || p[i] != ':') return PARSE_FALLBACK;
-            n0 = skip_ws(p, i + 1, n);
+        } else if (n0 < 0 && (v = value_at(p, i, n, "\"node\"", 6)) >= 0) {
+            n0 = v;
             n1 = label_end(p, n0, n, c->max_node);
             if (n1 < 0) return PARSE_FALLBACK;
             i = n1;
