@@ -1593,6 +1593,54 @@ done:
     return result;
 }
 
+/* ---- int64_column ------------------------------------------------------------------ */
+
+PyDoc_STRVAR(int64_column_doc,
+"int64_column(values, out) -> None\n\n"
+"out[i] = values[i] for a list of ints, out a writable buffer of len(values) native int64:\n"
+"numpy's asarray(values, int64) without its per-item type discovery (~30 ns per item).\n"
+"Raises ValueError if out has another length, TypeError for an item that is not an int and\n"
+"OverflowError for one outside int64 (out is then partly written). Python twin:\n"
+"seglog.core.native.int64_column_py.");
+
+static PyObject *int64_column(PyObject *self, PyObject *args) {
+    PyObject *values;
+    Py_buffer out;
+    if (!PyArg_ParseTuple(args, "O!w*", &PyList_Type, &values, &out)) return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t n = PyList_GET_SIZE(values);
+    if (out.len != n * 8) {
+        PyErr_SetString(PyExc_ValueError, "out must be an int64 column of len(values)");
+        goto done;
+    }
+    int64_t *dst = (int64_t *)out.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *x = PyList_GET_ITEM(values, i);
+        if (!PyLong_Check(x)) {
+            PyErr_Format(PyExc_TypeError, "item %zd is not an int", i);
+            goto done;
+        }
+#if LONG_MAX == INT64_MAX
+        /* PyLong_AsLongLong goes through _PyLong_AsByteArray for any value above 2**30
+         * (~20 ns); this reads the digits directly. */
+        int overflow = 0;
+        long v = PyLong_AsLongAndOverflow(x, &overflow);
+        if (overflow) {
+            PyErr_Format(PyExc_OverflowError, "item %zd is outside int64", i);
+            goto done;
+        }
+#else
+        long long v = PyLong_AsLongLong(x);
+#endif
+        if (v == -1 && PyErr_Occurred()) goto done;
+        dst[i] = (int64_t)v;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"xxh3_slices", xxh3_slices, METH_VARARGS, xxh3_slices_doc},
     {"byte_slices", byte_slices, METH_VARARGS, byte_slices_doc},
@@ -1611,6 +1659,7 @@ static PyMethodDef methods[] = {
     {"record_columns", record_columns, METH_VARARGS, record_columns_doc},
     {"record_columns_lines", record_columns_lines, METH_VARARGS, record_columns_lines_doc},
     {"table_codes", table_codes, METH_VARARGS, table_codes_doc},
+    {"int64_column", int64_column, METH_VARARGS, int64_column_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,4 +1,4 @@
-"""`native.table_codes` (C) against its twin: the same codes and the same first missing
+"""`native.table_codes` and `native.int64_column` (C) against their twins: the same codes and
 label for any labels and table, and the same errors."""
 
 from __future__ import annotations
@@ -62,3 +62,38 @@ def test_table_codes_errors(pure: bool, monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_code_beyond_uint32_is_refused() -> None:
     with pytest.raises(OverflowError):
         native.speedups.table_codes(["a"], {"a": 2**32}, np.empty(1, np.uint32))  # type: ignore[union-attr]
+
+
+I64 = st.integers(-(2**63), 2**63 - 1)
+
+
+@needs_native
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(I64 | st.integers(-300, 300), max_size=40))
+def test_int64_column_equals_the_twin(values: list[int]) -> None:
+    c, py = np.full(len(values), 7, np.int64), np.full(len(values), 9, np.int64)
+    native.speedups.int64_column(values, c)  # type: ignore[union-attr]
+    native.int64_column_py(values, py)
+    assert c.tolist() == py.tolist() == values
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_int64_column_refuses_what_int64_cannot_hold(
+    pure: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if pure:
+        monkeypatch.setattr(native, "speedups", None)
+    elif native.speedups is None:
+        pytest.skip("seglog._speedups not built")
+    assert native.int64_column([]).tolist() == []
+    assert native.int64_column([True, -5, 2**63 - 1]).tolist() == [1, -5, 2**63 - 1]
+    for big in (2**63, -(2**63) - 1, 2**70):
+        with pytest.raises(OverflowError):
+            native.int64_column([1, big])
+    with pytest.raises(TypeError):
+        native.int64_column([1, 2.5])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        native.int64_column([1, None])  # type: ignore[list-item]
+    fill = native.speedups.int64_column if not pure else native.int64_column_py  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="len"):
+        fill([1, 2], np.empty(3, np.int64))

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from seglog.engine.column_read import select_slots
 from seglog.engine.frozen_slots import HEAP, FrozenSlots, TsColumn
-from seglog.engine.topic import TopicState
+from seglog.engine.topic import TopicState, first_payload
 from seglog.model import RecordBatch, RecordIn, Selector, TopicConfig
 from seglog.storage.scratch import ScratchSpace
 
@@ -62,7 +62,7 @@ OPS = st.lists(
 class _NeverFrozen(TopicState):
     """Every slot stays in the list columns: the reference."""
 
-    def _freeze(self) -> None:
+    def _freeze(self, known: int = 0) -> None:
         return None
 
 
@@ -342,3 +342,18 @@ def test_packed_labels_decode_to_the_listed_labels(distinct: int) -> None:
     assert [labels[k] for k in node.tolist()] == want_node
     assert [labels[k] for k in tag.tolist()] == want_tag
     assert len(labels) <= 4096 or distinct < 4096
+
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5_000), st.sampled_from([b"x", b""])), max_size=4),
+    st.integers(0, 12_000),
+)
+def test_first_payload_is_the_first_non_none_at_or_after_start(
+    runs: list[tuple[int, bytes]], start: int
+) -> None:
+    """Runs of None across the 4,096-slot chunks, each followed by one payload (an empty
+    one too: the search is by identity, not truth)."""
+    data: list[bytes | None] = [x for k, p in runs for x in [None] * k + [p]]
+    want = next((i for i in range(start, len(data)) if data[i] is not None), len(data))
+    assert first_payload(data, start) == want

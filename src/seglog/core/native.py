@@ -203,3 +203,26 @@ def table_codes(
         return table_codes_py(labels, table, out)
     miss: int = speedups.table_codes(labels, table, out)
     return miss
+
+
+def int64_column_py(values: list[int], out: Ints) -> None:
+    """`out[:] = values` for a list of ints; the C version's twin. `out` is an int64 column
+    of `len(values)`; an item outside int64 raises OverflowError, one that is not an int
+    TypeError."""
+    if len(out) != len(values):
+        raise ValueError("out must be an int64 column of len(values)")
+    for i, x in enumerate(values):
+        if not isinstance(x, int):
+            raise TypeError(f"item {i} is not an int")
+    out[:] = np.asarray(values, np.int64)
+
+
+def int64_column(values: list[int]) -> Ints:
+    """`values` as a new int64 array, in one C call when the speedups are built (numpy's
+    own conversion of a list discovers each item's type: ~30 ns per item here)."""
+    out = np.empty(len(values), np.int64)
+    if speedups is None:
+        int64_column_py(values, out)
+    else:
+        speedups.int64_column(values, out)
+    return out

@@ -22,7 +22,7 @@ from typing import Any, Protocol, cast
 import numpy as np
 import numpy.typing as npt
 
-from seglog.core.native import table_codes
+from seglog.core.native import int64_column, table_codes
 
 Codes = npt.NDArray[np.unsignedinteger]
 # A column of labels as a table and codes into it: code 0 is None, code k is table[k - 1].
@@ -104,6 +104,10 @@ def _offsets(
         np.subtract(values[i:j], base[block], out=off[i:j])
         i, block = j, block + 1
     return off
+
+
+def _int64s(values: Sequence[int]) -> npt.NDArray[np.int64]:
+    return int64_column(values) if isinstance(values, list) else np.asarray(values, np.int64)
 
 
 class TsColumn:
@@ -271,8 +275,7 @@ class FrozenSlots:
         tag: Sequence[str | None],
     ) -> None:
         self.extend(
-            np.asarray(ts, np.int64), np.asarray(size, np.int64), self.codes_of(node),
-            self.codes_of(tag),
+            _int64s(ts), _int64s(size), self.codes_of(node), self.codes_of(tag),
         )  # fmt: skip
 
     def extend_holes(self, k: int, ts: int) -> None:

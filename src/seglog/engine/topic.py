@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import operator
 from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -90,6 +91,23 @@ class Rows:
     meta: list[builtins.bytes | None]
     size: list[int]
     dead: bytearray
+
+
+def first_payload(data: list[bytes | None], start: int = 0) -> int:
+    """The index of the first item of `data` at or after `start` that is not None, or
+    `len(data)`. Searched in C (`is_not` mapped over a chunk at a time), stopping at the
+    hit: `list.count(None)` would compare every payload with None through `bytes.__eq__`."""
+    k, n = start, len(data)
+    while k < n:
+        chunk = data[k : k + 4096]
+        hit = itertools.compress(
+            itertools.count(k), map(operator.is_not, chunk, itertools.repeat(None))
+        )
+        found = next(hit, -1)
+        if found >= 0:
+            return found
+        k += len(chunk)
+    return n
 
 
 @dataclass(slots=True)
@@ -921,19 +939,15 @@ class TopicState:
         if x < y:
             self._data[x:y] = itertools.repeat(None, y - x)
             self._meta[x:y] = itertools.repeat(None, y - x)
-        self._freeze()
+        # The search for the first payload left starts past a prefix just cleared: the
+        # seal's call runs under the topic's lock, and its prefix is thousands of slots.
+        self._freeze(y if x == 0 < y else 0)
 
-    def _freeze(self) -> None:
+    def _freeze(self, known: int = 0) -> None:
         """Move the leading list slots that hold no payload into the frozen columns (a
-        slot without its payload in memory has no meta there either)."""
-        data = self._data
-        k, n = 0, len(data)
-        while k < n:
-            chunk = data[k : k + 4096]
-            if chunk.count(None) != len(chunk):
-                k += next(x for x, d in enumerate(chunk) if d is not None)
-                break
-            k += len(chunk)
+        slot without its payload in memory has no meta there either); the first `known`
+        slots are known to hold none."""
+        k = first_payload(self._data, known)
         if k == 0:
             return
         self.frozen.extend_lists(self._ts[:k], self._size[:k], self._node[:k], self._tag[:k])
