@@ -344,7 +344,6 @@ def test_packed_labels_decode_to_the_listed_labels(distinct: int) -> None:
     assert len(labels) <= 4096 or distinct < 4096
 
 
-
 @given(
     st.lists(st.tuples(st.integers(0, 5_000), st.sampled_from([b"x", b""])), max_size=4),
     st.integers(0, 12_000),
