@@ -384,6 +384,13 @@ def test_work_stream_checks(server: ServerProcess, client: httpx.Client, tname: 
     work(server, absent, "node=w").error(404, "topic_not_found")
     work(server, log, "node=w").error(409, "not_a_queue")
     error_of(client.post(f"/v0/topics/{q}/work"), 405, "method_not_allowed")
+    # A HEAD reads no body: it must not open a stream that leases (and counts a delivery
+    # of) jobs nobody will see.
+    write(client, q, data_records(1))
+    head = client.head(f"/v0/topics/{q}/work?node=w", headers={"accept": "text/event-stream"})
+    assert head.status_code == 405
+    (job,) = claim(client, q, node="x")["claimed"]
+    assert job["deliveries"] == 1
 
 
 def test_work_stream_ends_when_the_topic_goes(

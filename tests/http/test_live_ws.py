@@ -5,6 +5,7 @@ node loop prevention, per-command scope checks, connection caps, backpressure, s
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -302,6 +303,10 @@ async def test_scopes_per_command(make_server: ServerFactory) -> None:
     sub = {"op": "subscribe", "topic": "ok.t"}
     assert (await first_error("ro", pub))["code"] == "forbidden"
     assert (await first_error("wo", sub))["code"] == "forbidden"
+    # scope before parse, as for publish: a malformed subscribe from a key that may not
+    # read is refused for the key, not for the command
+    assert (await first_error("wo", {"op": "subscribe"}))["code"] == "forbidden"
+    assert (await first_error("ro", {"op": "subscribe"}))["code"] == "invalid_request"
     assert (await first_error("ro", sub))["op"] == "subscribed"
     assert (await first_error("wo", pub))["op"] == "ack"
     cfg = {**pub, "config": {"cap_records": 5}}
@@ -484,7 +489,12 @@ async def test_publish_refuses_an_integer_outside_64_bits(
         )
         assert (await reply(ws, "ok"))["op"] == "ack"
         # only a publish's records are held to 64 bits: a ping with a big id is a ping
+        # and its id comes back as sent (API §8: echoed), not as the float orjson reads
         await ws.send('{"op":"ping","request_id":123456789012345678901234567890}')
-        assert (await recv(ws))["op"] == "pong"
+        raw = await ws.recv()
+        assert raw == '{"op":"pong","request_id":123456789012345678901234567890}', raw
+        await ws.send('{"op":"nope","request_id":[-99999999999999999999,{"k":1}]}')
+        raw = await ws.recv()
+        assert json.loads(raw)["request_id"] == [-99999999999999999999, {"k": 1}], raw
     r = httpx.post(f"{server.url}/v0/topics/{topic}/diff", json={}, timeout=TIMEOUT)
     assert [x["data"] for x in r.json()["records"]] == [2**64 - 1]

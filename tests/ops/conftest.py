@@ -68,5 +68,5 @@ def scrape() -> Iterator[Scrape]:
         write(c, "ops-log", data_records("a", "b"))
         r = c.get("/v0/metrics")
         assert r.status_code == 200, r.text
-        assert r.headers["content-type"].startswith("text/plain; version=0.0.4")
+        assert r.headers["content-type"] == "text/plain; version=0.0.4"
         yield parse_scrape(r.text)

@@ -18,6 +18,8 @@ from seglog.http.metrics_snapshot import collect
 from seglog.http.metrics_text import render_json, render_prometheus
 from seglog.http.wire_types import Health, Ready
 
+PROMETHEUS_TYPE = "text/plain; version=0.0.4"  # API §10, exactly
+
 _STARTED = time.monotonic()
 
 
@@ -54,4 +56,6 @@ async def metrics(request: Request) -> Response:
     )
     if "application/json" in request.headers.get("accept", ""):
         return json_response(render_json(snap))
-    return Response(render_prometheus(snap), media_type="text/plain; version=0.0.4")
+    # Set as a header: Starlette would append `; charset=utf-8` to a `text/*` media type,
+    # and API §10 names the type exactly.
+    return Response(render_prometheus(snap), headers={"content-type": PROMETHEUS_TYPE})

@@ -19,6 +19,20 @@ def parse_bool_query(value: str | None, default: bool) -> bool:
     return default
 
 
+def query_int(value: str | None) -> int | None:
+    """An integer query value — an optional sign and ASCII digits, nothing else (not
+    `int`'s `1_000` or other scripts' digits) — or None when absent or not one. More than
+    19 digits read as ±10**19: every caller clamps, and `int` refuses over 4,300."""
+    if value is None:
+        return None
+    text = value.strip()
+    if not _INT.fullmatch(text):
+        return None
+    sign = -1 if text.startswith("-") else 1
+    digits = text.lstrip("+-").lstrip("0") or "0"
+    return sign * (10**19 if len(digits) > 19 else int(digits))
+
+
 def parse_page_size(value: str | None) -> int:
     """API §0.9: default 100, non-numeric ⇒ default, clamped to `[1, 1000]`. Any length
     of digits clamps (`int` refuses more than 4300 digits, so long values never reach it)."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from seglog.errors import ErrorCode, SeglogError, invalid
 from seglog.http.body_fields import json_object, malformed, u32_field, u64_field, utf8_len
+from seglog.http.query_params import query_int
 from seglog.model import clamp_lease
 
 MAX_CLAIM = 1000
@@ -143,15 +144,7 @@ def parse_work_query(q: Mapping[str, str]) -> WorkQuery:
     """API §9.5: `node` required; `max` clamped to [1, 1000], unparseable ⇒ 1;
     `lease_ms` optional (clamped; unparseable ⇒ the topic's)."""
     node = check_node(q.get("node", ""))
-    try:
-        n = int(q.get("max", "1"))
-    except ValueError:
-        n = 1
-    lease: int | None = None
-    raw = q.get("lease_ms")
-    if raw is not None:
-        try:
-            lease = clamp_lease(int(raw))
-        except ValueError:
-            lease = None
-    return WorkQuery(node, min(max(n, 1), MAX_CLAIM), lease)
+    n = query_int(q.get("max"))
+    raw = query_int(q.get("lease_ms"))
+    lease = None if raw is None else clamp_lease(raw)
+    return WorkQuery(node, 1 if n is None else min(max(n, 1), MAX_CLAIM), lease)

@@ -7,6 +7,7 @@ type rules and limits on both transports.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ import orjson
 from seglog.errors import SeglogError
 from seglog.http.body_fields import bool_field, malformed, u64_field
 from seglog.http.diff_request import parse_nodes
+from seglog.http.json_body import check_integers
 from seglog.http.watch_request import (
     DeliveryOptions,
     TopicStart,
@@ -73,6 +75,22 @@ def parse_unsubscribe(cmd: dict[str, Any]) -> list[str]:
     if not names:
         raise malformed("unsubscribe needs topic or topics")
     return names
+
+
+def request_id_of(cmd: Any, text: str) -> Any:
+    """The `request_id` to echo (API §8: any JSON value, echoed back): as orjson parsed
+    it, unless the command holds an integer beyond 64 bits, which orjson reads as a float;
+    then the value's exact JSON text, from a parse that keeps integers exact, as an
+    `orjson.Fragment` that the replies embed as it is."""
+    rid = cmd.get("request_id") if isinstance(cmd, dict) else None
+    if rid is None or isinstance(rid, str | bool):
+        return rid
+    try:
+        check_integers(text.encode())
+        return rid
+    except SeglogError:
+        exact = json.loads(text).get("request_id")
+        return orjson.Fragment(json.dumps(exact, separators=(",", ":"), ensure_ascii=False))
 
 
 def error_message(request_id: Any, err: SeglogError, with_request_id: bool = True) -> bytes:

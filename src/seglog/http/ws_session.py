@@ -40,6 +40,7 @@ from seglog.http.ws_commands import (
     error_message,
     parse_subscribe,
     parse_unsubscribe,
+    request_id_of,
 )
 from seglog.http.ws_outbound import Outbound
 from seglog.http.ws_publish import publish
@@ -172,7 +173,7 @@ class WsSession:
             except orjson.JSONDecodeError as e:
                 await self._put(coded_error(None, "invalid_json", f"unparseable command: {e}"))
                 continue
-            rid = cmd.get("request_id") if isinstance(cmd, dict) else None
+            rid = request_id_of(cmd, text)
             try:
                 if not isinstance(cmd, dict):
                     raise SeglogError(ErrorCode.INVALID_REQUEST, "a command is a JSON object")
@@ -197,9 +198,9 @@ class WsSession:
         raise SeglogError(ErrorCode.INVALID_REQUEST, f"unknown op {op!r}")
 
     async def _subscribe(self, cmd: dict[str, Any], rid: Any) -> bytes:
-        sub = parse_subscribe(cmd)
-        if not self._who.has(Scope.READ):
+        if not self._who.has(Scope.READ):  # scope before parse (API §0.2), as `publish`
             raise SeglogError(ErrorCode.FORBIDDEN, "api key lacks read scope")
+        sub = parse_subscribe(cmd)
         for name in sub.topics:
             if not self._who.allows(name):
                 raise SeglogError(
