@@ -634,7 +634,11 @@ def _apply_control(rp: _Replay, f: WalFrame) -> None:
         if existing is not None and existing.topic_id == f.topic_id:
             existing.config = config
             rp.attach_segments(existing)
-            cut = existing.retention_cut(rp.now)
+            # The pass runs when the frame was committed, as the live one did: against the
+            # restart's clock, a TTL that a later frame lifted or raised would expire
+            # records that never expired live. What live passes cut later came with their
+            # own EvictWatermark frames (STORAGE §6 step 4, §7).
+            cut = existing.retention_cut(f.ts)
             if cut is not None:
                 existing.apply_cut(cut)
             return

@@ -1,0 +1,91 @@
+"""A replayed config change runs its retention pass at the frame's commit time (STORAGE §6
+step 4, §7): a TTL that a later change lifted or raised must not expire, at recovery,
+records that never expired live (SEMANTICS §2.2, §4.2). Found by review: the pass ran
+against the restart's clock, and every acked record of the repro below was gone after a
+crash. Both crash images, both persistent classes (a power cut keeps only what was fsynced:
+`disk` writes are covered by the process-crash image)."""
+
+from __future__ import annotations
+
+import pytest
+
+from seglog.clock import ManualClock
+from seglog.model import Durability, RecordIn, TopicConfig
+from tests.engine.oracle import ImageKind, abandon, image, open_engine, read_all
+from tests.support.faultfs import FaultFs
+
+CASES = [
+    (Durability.FSYNC, "power"),
+    (Durability.FSYNC, "process"),
+    (Durability.DISK, "process"),
+]
+
+
+def _recovered(fs: FaultFs, clock: ManualClock, kind: ImageKind) -> list[int]:
+    img = image(fs, kind)
+    e2 = open_engine(img, clock=clock)
+    try:
+        return sorted(read_all(e2, "t"))
+    finally:
+        e2.close(snapshot=False)
+
+
+@pytest.mark.parametrize(("cls", "kind"), CASES)
+def test_a_ttl_lifted_before_it_applied_expires_nothing_on_replay(
+    cls: Durability, kind: ImageKind
+) -> None:
+    fs, clock = FaultFs(), ManualClock()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("t", TopicConfig(durability=cls))
+    acked = e.write("t", [RecordIn.of({"i": i}) for i in range(3)]).seqs
+    clock.advance(1_000)
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000))  # nothing is 5 s old yet
+    clock.advance(1_000)
+    e.put_topic("t", TopicConfig(durability=cls))  # lifted: the records stay
+    clock.advance(10_000)
+    assert sorted(read_all(e, "t")) == acked
+    try:
+        assert _recovered(fs, clock, kind) == acked
+    finally:
+        abandon(e, fs)
+
+
+@pytest.mark.parametrize(("cls", "kind"), CASES)
+def test_a_ttl_raised_before_it_applied_expires_nothing_on_replay(
+    cls: Durability, kind: ImageKind
+) -> None:
+    fs, clock = FaultFs(), ManualClock()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000))
+    acked = e.write("t", [RecordIn.of({"i": i}) for i in range(3)]).seqs
+    clock.advance(1_000)
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000, priority=5))
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=3_600_000))
+    clock.advance(10_000)  # past the old TTL, well within the new one
+    assert sorted(read_all(e, "t")) == acked
+    try:
+        assert _recovered(fs, clock, kind) == acked
+    finally:
+        abandon(e, fs)
+
+
+@pytest.mark.parametrize(("cls", "kind"), CASES)
+def test_what_expired_live_stays_expired_after_replay(cls: Durability, kind: ImageKind) -> None:
+    """The other side: records a live pass expired (its EvictWatermark logged) stay gone,
+    and records due under the final config expire at the first pass after recovery."""
+    fs, clock = FaultFs(), ManualClock()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000))
+    old = e.write("t", [RecordIn.of({"i": i}) for i in range(2)]).seqs
+    clock.advance(6_000)
+    assert old and sorted(read_all(e, "t")) == []  # the read's pass expired them, durably
+    young = e.write("t", [RecordIn.of({"i": 9})]).seqs
+    clock.advance(1_000)
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000, priority=3))
+    assert sorted(read_all(e, "t")) == young
+    try:
+        assert _recovered(fs, clock, kind) == young
+        clock.advance(5_000)  # the young record is now due as well
+        assert _recovered(fs, clock, kind) == []
+    finally:
+        abandon(e, fs)
