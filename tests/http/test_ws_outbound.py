@@ -383,3 +383,85 @@ async def test_shutdown_is_bounded_when_the_client_stopped_reading(
     await asyncio.wait_for(_shutdown_session(ws)._say_shutdown(), 5)
     assert ws.sent == [] and ws.closed is None
     assert ws._stuck is not None and ws._stuck.cancelled()  # the stuck send was let go
+
+
+# ---- a round's caught_up after every socket's record --------------------------------------
+
+C1, C2, C3 = (f'{{"op":"caught_up","topic":"t","head_seq":{n}}}' for n in (1, 2, 3))
+
+
+class LoggedSend(FutureSend):
+    """A `FutureSend` that also notes each send, with its socket, in a shared log."""
+
+    def __init__(self, name: str, log: list[tuple[str, str]]) -> None:
+        super().__init__()
+        self.name, self.log = name, log
+
+    def __call__(self, message: dict[str, Any]) -> asyncio.Future[None]:
+        self.log.append((self.name, message["text"]))
+        return super().__call__(message)
+
+
+async def test_a_rounds_caught_ups_start_after_every_sockets_record() -> None:
+    """What a fan-out round does: each socket's push holds its record and caught_up; the
+    records of all sockets go out first, each socket's caught_up right after the round."""
+    log: list[tuple[str, str]] = []
+    sends = [LoggedSend(name, log) for name in "abc"]
+    sessions = [_session(s) for s in sends]
+    log.clear()
+    for session in sessions:  # the round
+        assert await _drive(session, ["record", C1])
+    assert log == [("a", "record"), ("b", "record"), ("c", "record")]
+    await asyncio.sleep(0)  # the round's callback is over
+    assert log[3:] == [("a", C1), ("b", C1), ("c", C1)]
+
+
+async def test_a_deferred_caught_up_is_never_overtaken() -> None:
+    """Anything started on the socket before the deferred caught_up went out takes it
+    along first: the next round's record, the writer's message, a drain."""
+    send = FutureSend()
+    session = _session(send)
+    assert await _drive(session, ["r1", C1])
+    assert send.sent == ["r1"]
+    assert await _drive(session, ["r2", C2])  # a second round in the same tick
+    assert send.sent == ["r1", C1, "r2"]
+    session._out.put_nowait("ack")
+    async with writing(session):
+        for _ in range(5):
+            await asyncio.sleep(0)
+    assert send.sent == ["r1", C1, "r2", C2, "ack"]
+    assert await _drive(session, ["r3", C3])
+    send.complete()
+    drained = asyncio.ensure_future(session._outbound.drain())
+    await asyncio.sleep(0)
+    send.complete()
+    await asyncio.wait_for(drained, 5)
+    assert send.sent[-2:] == ["r3", C3]
+
+
+async def test_a_deferred_caught_up_counts_in_flight_and_a_lone_one_is_not_deferred() -> None:
+    send = FutureSend()
+    session = _session(send)
+    assert await _drive(session, [f"m{i}" for i in range(IN_FLIGHT - 2)] + ["r", C1])
+    assert session._outbound.room() == 0  # IN_FLIGHT - 1 started, the caught_up held
+    await asyncio.sleep(0)
+    assert len(send.sent) == IN_FLIGHT and session._outbound.room() == 0
+    send.complete()
+    assert await _drive(session, [C2])  # nothing to go ahead of: at once
+    assert send.sent[-1] == C2
+
+
+async def test_a_deferred_caught_up_whose_send_fails_fails_the_next_push() -> None:
+    send = FutureSend()
+    session = _session(send)
+    assert await _drive(session, ["r", C1])
+
+    def broken(message: dict[str, Any]) -> Any:
+        raise ConnectionResetError("gone")
+
+    session._outbound._send = broken
+    await asyncio.sleep(0)  # the deferred start raises: kept for the next room check
+    send.complete()  # the record went out
+    with pytest.raises(ConnectionResetError):
+        session.push(["next"])
+    assert send.sent == ["r"]

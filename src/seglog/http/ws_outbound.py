@@ -44,6 +44,7 @@ class Outbound:
         # The server's sends are futures, counted in flight (set by the first send): only
         # then may a fan-out round start sends itself.
         self.futures = False
+        self._later: str | None = None  # `start_later`'s message, not started yet
 
     def room(self) -> int:
         """How many more sends may start now. Raises what a finished send raised (the
@@ -56,13 +57,15 @@ class Outbound:
             error = sent.exception()
             if error is not None:
                 raise error
-        return self._limit - len(inflight)
+        return self._limit - len(inflight) - (self._later is not None)
 
     def start(self, text: str) -> Awaitable[Any] | None:
         """Start sending one text message, after every message started before it. None
         when nothing is left to await here (complete, or a future counted in flight);
         else the rest of the send, for the caller's task to await before it starts
         another."""
+        if self._later is not None:
+            self._start_later()
         sent = self._send({"type": "websocket.send", "text": text})
         if asyncio.isfuture(sent):
             self.futures = True
@@ -71,6 +74,31 @@ class Outbound:
         self.futures = False
         return start_send(_awaited(sent))
 
+    def start_later(self, text: str) -> None:
+        """Start `text` once the loop's current callback is done, or before the next
+        message started here, whichever comes first. A fan-out round sends every socket's
+        `record` first and their `caught_up`s after (API §8's order per socket holds):
+        each send costs the loop and granian's I/O thread several microseconds, and a
+        record waiting behind other sockets' `caught_up`s is a record delivered later.
+        Only for a server whose sends are futures (`futures`), with room for one more."""
+        assert self.futures and self._later is None
+        self._later = text
+        asyncio.get_running_loop().call_soon(self._start_later)
+
+    def _start_later(self) -> None:
+        text, self._later = self._later, None
+        if text is None:
+            return  # started already, by `start`
+        try:
+            rest = self.start(text)
+        except Exception as e:  # what an awaited send raises, `room` raises (socket gone)
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(e)
+            self._inflight.append(failed)
+            return
+        if rest is not None:  # the server stopped answering with futures: finish it
+            self._inflight.append(asyncio.ensure_future(rest))
+
     async def wait_room(self) -> None:
         """Until a send may start (the oldest in flight completed)."""
         while self.room() <= 0:
@@ -78,6 +106,8 @@ class Outbound:
 
     async def drain(self) -> None:
         """Until every started send completed (or failed: the socket is closing anyway)."""
+        if self._later is not None:
+            self._start_later()
         inflight = self._inflight
         while inflight:
             await asyncio.wait([inflight[0]])
@@ -86,6 +116,7 @@ class Outbound:
     def abandon(self) -> None:
         """The session is over: whatever is still in flight completes unobserved, its
         outcome read when it does (no "exception was never retrieved")."""
+        self._later = None
         while self._inflight:
             self._inflight.popleft().add_done_callback(_retrieve)
 

@@ -52,6 +52,7 @@ IN_FLIGHT = 8
 # cores as the loop and the writers but outside the round's clock.
 WS_SEND_COST_S = 1e-6
 IDLE_WAKE_S = 30.0
+CAUGHT_UP = '{"op":"caught_up",'  # how `_build_messages` starts one
 DRAIN_S = 1.0  # how long a closing socket may take to send what it already queued
 SHUTDOWN = orjson.dumps(
     {"op": "error", "code": "server_shutting_down", "message": "server is shutting down"}
@@ -337,7 +338,11 @@ class WsSession:
             and not self._holding
             and outbound.room() >= len(frames)
         ):
+            last = len(frames) - 1
             for i, m in enumerate(frames):
+                if i == last and i and m.startswith(CAUGHT_UP):
+                    outbound.start_later(m)  # other sockets' records go first
+                    break
                 rest = outbound.start(m)
                 if rest is not None:  # not a future after all: finish it, queue the rest
                     return self._finish(rest, frames[i + 1 :])
