@@ -11,7 +11,8 @@ import pytest
 
 from seglog.clock import ManualClock
 from seglog.model import Durability, RecordIn, TopicConfig
-from tests.engine.oracle import ImageKind, abandon, image, open_engine, read_all
+from seglog.storage.snapshot import load_latest_snapshot
+from tests.engine.oracle import ROOT, ImageKind, abandon, image, open_engine, read_all
 from tests.support.faultfs import FaultFs
 
 CASES = [
@@ -87,5 +88,28 @@ def test_what_expired_live_stays_expired_after_replay(cls: Durability, kind: Ima
         assert _recovered(fs, clock, kind) == young
         clock.advance(5_000)  # the young record is now due as well
         assert _recovered(fs, clock, kind) == []
+    finally:
+        abandon(e, fs)
+
+
+@pytest.mark.parametrize("cls", [Durability.FSYNC, Durability.DISK])
+def test_a_snapshot_runs_the_retention_pass_before_it_captures(cls: Durability) -> None:
+    """STORAGE §5.3 step 4: records due to expire are not carried by the snapshot (nor
+    resurrected by it: the floor it raises is logged after the checkpoint)."""
+    fs, clock = FaultFs(), ManualClock()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000))
+    e.write("t", [RecordIn.of({"i": i}) for i in range(3)])
+    clock.advance(3_000)
+    young = e.write("t", [RecordIn.of({"i": 9})]).seqs
+    clock.advance(3_000)  # the first three are due; nothing wrote or read since
+    e.snapshot()
+    assert e.topics["t"].expiry_floor == 3  # the pass ran at the capture
+    body = load_latest_snapshot(fs, ROOT / "meta")
+    assert body is not None
+    (topic,) = body["topics"]
+    assert topic["expiry_floor"] == 3
+    try:
+        assert _recovered(fs, clock, "process") == young
     finally:
         abandon(e, fs)

@@ -242,6 +242,7 @@ class Engine:
                 self.last_snapshot,
                 self.routers,
                 self.snapshot_pins,
+                self.retain,
             )
             self.last_snapshot = mark
             self.last_snapshot_ms = now

@@ -442,13 +442,16 @@ def take(
     previous: SnapshotMark | None,
     routers: RouterTable | None = None,
     pins: SnapshotPins | None = None,
+    retain: Callable[[TopicState, int], object] | None = None,
 ) -> tuple[SnapshotMark, frozenset[tuple[int, int]]]:
     """STORAGE §5.3 (the caller serializes snapshots). Returns the new snapshot's mark;
     raises on failure (then nothing is deleted). `previous` is the newest snapshot on disk,
     kept beside the new one. Router advancement is blocked from the checkpoint until the
     routers are captured (steps 3–5), so each captured cursor matches its captured dest.
     `pins` (the engine's) keeps the referenced segments from being unlinked; also returns
-    the segments it no longer holds (their drop may have been put off)."""
+    the segments it no longer holds (their drop may have been put off). `retain` (the
+    engine's retention pass, under the topic's lock) runs on each topic before it is
+    captured (step 4), so a snapshot holds no record a pass would have expired."""
     table = routers if routers is not None else RouterTable()
     pins = pins if pins is not None else SnapshotPins()
     kept_before = previous.segments if previous else frozenset()
@@ -461,7 +464,7 @@ def take(
         next_topic_id = registry.next_topic_id
     try:
         with table.lock:
-            topics = _capture_topics(listed, publisher, now, pins)
+            topics = _capture_topics(listed, publisher, now, pins, retain)
             captured_routers = table.capture()
         head: dict[str, Any] = {
             "ts": now,
@@ -490,7 +493,11 @@ def take(
 
 
 def _capture_topics(
-    listed: list[TopicState], publisher: Publisher, now: int, pins: SnapshotPins
+    listed: list[TopicState],
+    publisher: Publisher,
+    now: int,
+    pins: SnapshotPins,
+    retain: Callable[[TopicState, int], object] | None = None,
 ) -> list[TopicRender]:
     """Step 4 for every listed topic still registered: its §5.2 entry and what renders
     its records once the lock is released; its sealed segments are held from here on."""
@@ -500,6 +507,11 @@ def _capture_topics(
         with t.lock:
             if t.deleted:
                 continue  # dropped after the marks: replay applies its TopicDelete
+            if retain is not None:
+                # A watermark it logs comes after the checkpoint (replay raises the floor
+                # again); it is pending here, so the loop below applies it before capture.
+                # One that fails changes nothing: the records stay, as they would live.
+                retain(t, now)
             while t.pending:
                 try:
                     t.pending[0].commit.wait()
