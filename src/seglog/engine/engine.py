@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -188,6 +188,7 @@ class Engine:
         for r in self.routers.all():
             self.forwarder.rebuild_copies(r)
         self.forwarder.forward_all()
+        pad_to_floors(self.registry.all(), self.clock.now_ms())
         if layout_changed or rec.stale_references:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
             # absorb the old layout's groups before any write lands in the new one. Twice,
@@ -991,3 +992,18 @@ def narrowed_prefixes(prefix: str, within: Sequence[str]) -> list[str]:
         if not (kept and p.startswith(kept[-1])):  # within the last kept range already
             kept.append(p)
     return kept
+
+
+def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
+    """Seqs up to each topic's highest durable floor become holes, once every router
+    re-derived what it could (after STORAGE §6 step 9). A floor above the replayed head
+    covers records that no replay brings back — router copies whose router was deleted, or
+    whose source lost them (ephemeral) — and seqs below it handed out again would be new
+    acked writes invisible at once (SEMANTICS §12 invariants 1 and 3)."""
+    for t in topics:
+        top = max(t.evict_floor, t.expiry_floor, t.source_trim_floor, t.delete_floor)
+        if top > t.head:
+            t.append_holes(top, now)
+            t.pop_front()
+            t.reserved = t.head
+            t.reservation = t.reservation_durable = t.head

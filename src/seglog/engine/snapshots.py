@@ -458,14 +458,20 @@ def take(
     # Control-plane changes commit their frame and apply it under the registry lock.
     # Holding it across the checkpoint puts each change wholly before the marks (and in
     # this capture) or wholly after them (and in the replayed WAL), never between.
+    # The router table is taken before the registry is let go: a router created (and its
+    # dest with it) between the listing and the capture would be captured with copies in
+    # a dest the snapshot does not hold, and replay would never re-derive them.
     with registry.lock:
         positions = wal.checkpoint(now)
         listed = registry.all()
         next_topic_id = registry.next_topic_id
+        table.lock.acquire()
     try:
-        with table.lock:
+        try:
             topics = _capture_topics(listed, publisher, now, pins, retain)
             captured_routers = table.capture()
+        finally:
+            table.lock.release()
         head: dict[str, Any] = {
             "ts": now,
             "next_topic_id": next_topic_id,
