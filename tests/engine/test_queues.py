@@ -16,7 +16,7 @@ from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
 from seglog.engine.engine import Engine
 from seglog.errors import ErrorCode, SeglogError
-from seglog.model import Durability, RecordIn, TopicConfig, TopicType
+from seglog.model import Discard, Durability, RecordIn, TopicConfig, TopicType
 from tests.conftest import EngineFactory
 from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
 from tests.support.faultfs import FaultFs
@@ -153,6 +153,59 @@ def test_dead_letter_after_max_deliveries(make_engine: EngineFactory, clock: Man
     }
     assert dead[1].meta["$dead_letter_src_seq"] == "2" and "m" not in dead[1].meta
     assert dead[0].ts == clock.now_ms()
+
+
+def test_dead_letters_land_one_by_one_where_the_batch_does_not_fit(
+    make_engine: EngineFactory,
+) -> None:
+    """SEMANTICS §10.6, each diverted job is appended: two due jobs and a dead-letter topic
+    that rejects past one record — one lands, the other waits (review finding: the batch
+    of both was refused on every pass, and neither ever left)."""
+    e = make_engine()
+    e.put_topic("dlq", TopicConfig(cap_records=1, discard=Discard.REJECT))
+    e.put_topic("q", queue(max_deliveries=1, dead_letter="dlq"))
+    jobs(e, "q", 2)
+    assert claim(e, "q", "w", 2) == [1, 2]
+    e.queues.nack("q", "w", [1, 2], [], 0)
+    res = e.queues.claim("q", [Claimer("w", 5)], None)
+    assert res.jobs[0] == []
+    c = e.queues.counts("q")
+    assert (c.ready, c.dead_lettered) == (1, 1)
+    assert [r.data for r in read_all(e, "dlq").values()] == [{"job": 0}]
+    assert list(read_all(e, "q")) == [2]
+    e.delete_records("dlq", before_seq=10)  # room again: the other one follows
+    assert e.queues.claim("q", [Claimer("w", 5)], None).jobs[0] == []
+    assert [r.data for r in read_all(e, "dlq").values()] == [{"job": 1}]
+    assert read_all(e, "q") == {} and e.queues.counts("q").dead_lettered == 2
+
+
+def test_a_dead_letter_whose_queue_delete_fails_keeps_its_count_and_the_claim_its_leases(
+    make_engine: EngineFactory,
+) -> None:
+    """The copy landed, the job's delete did not (review finding): the claim that found it
+    still hands out its leases, and the job keeps its delivery count, so the next pass
+    diverts it again (a second copy: at least once) instead of delivering it again."""
+    e = make_engine()
+    e.put_topic("q", queue(max_deliveries=1, dead_letter="dlq"))
+    jobs(e, "q", 2)
+    assert claim(e, "q", "w", 1) == [1]
+    e.queues.nack("q", "w", [1], [], 0)
+    real = e.delete_records
+    failed: list[str] = []
+
+    def failing_once(name: str, *a: object, **kw: object) -> object:
+        if name == "q" and not failed:
+            failed.append(name)
+            raise SeglogError(ErrorCode.INTERNAL, "injected")
+        return real(name, *a, **kw)  # type: ignore[arg-type]
+
+    e.delete_records = failing_once  # type: ignore[method-assign]
+    assert claim(e, "q", "w", 1) == [2]  # 1 was diverted on the way; its delete failed
+    assert failed and e.topics["q"].leases is not None
+    assert e.topics["q"].leases.deliveries.get(1) == 1
+    assert claim(e, "q", "x", 5) == []  # 1 is diverted again, not leased
+    assert [r.data for r in read_all(e, "dlq").values()] == [{"job": 0}, {"job": 0}]
+    assert list(read_all(e, "q")) == [2]
 
 
 def test_errors(make_engine: EngineFactory) -> None:

@@ -77,6 +77,8 @@ def test_claim_ack_nack_extend_round_trip(client: httpx.Client, topic: str) -> N
     assert (acked["acked"], acked["skipped"], acked["in_flight"]) == (1, [2], 2)
     fenced = settle(client, "ack", topic, "w2", [2, 3], lease_ids=["lease_ffff", ""])
     assert fenced["acked"] == 1 and fenced["skipped"] == [2]  # wrong fence for 2
+    for never in ("lease_0", "lease_000"):  # no lease has id 0: a fence, not a wildcard
+        assert settle(client, "nack", topic, "w2", [2], lease_ids=[never])["skipped"] == [2]
     assert settle(client, "ack", topic, "w2", [3])["skipped"] == [3]  # re-ack is harmless
     seqs = [r["$seq"] for r in ok(client.post(f"/v0/topics/{topic}/diff", json={}))["records"]]
     assert seqs == [2]  # acks deleted 1 and 3 from the jobs log

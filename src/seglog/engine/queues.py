@@ -251,23 +251,44 @@ class Queues:
         cfg = t.config
         assert cfg.dead_letter is not None
         copies = [_dead_letter_copy(t.name, cfg.max_deliveries, r) for r in records]
-        seqs = [r.seq for r in records]
-        try:
-            self.engine.write(cfg.dead_letter, copies, create=True)
-        except SeglogError as err:
-            log.warning("queue %r: dead-lettering %d jobs failed: %s", t.name, len(seqs), err)
-            with t.lock:
-                book_of(t).undo_dead_letter(seqs)
+        # One write for all of them; if it is refused, one per job: a batch larger than
+        # what a capped dead-letter topic admits must not keep every job from landing.
+        batches = [(copies, records)]
+        seqs: list[int] = []
+        while batches:
+            batch, recs = batches.pop(0)
+            try:
+                self.engine.write(cfg.dead_letter, batch, create=True)
+                seqs += [r.seq for r in recs]
+            except SeglogError as err:
+                if len(batch) > 1:
+                    batches[:0] = [([c], [r]) for c, r in zip(batch, recs, strict=True)]
+                    continue
+                log.warning("queue %r: dead-lettering job %d failed: %s", t.name, recs[0].seq, err)
+                with t.lock:
+                    book_of(t).undo_dead_letter([recs[0].seq])
+            except BaseException:  # a Ctrl-C (`interrupts`): due again, never stuck diverting
+                left = seqs + [r.seq for r in recs] + [r.seq for _, rs in batches for r in rs]
+                with t.lock:
+                    book_of(t).undo_dead_letter(left)  # landed ones too: diverted again
+                raise
+        if not seqs:
             return
-        except BaseException:  # a Ctrl-C (`interrupts`): due again, never stuck diverting
-            with t.lock:
-                book_of(t).undo_dead_letter(seqs)
-            raise
         try:
             self._delete(t, seqs)
-        finally:
+        except SeglogError as err:
+            # The copies landed; `_delete` put the jobs back in reclaim, delivery counts
+            # kept, so the next pass diverts them again (at least once: a second copy)
+            # instead of handing a poisoned job to workers `max_deliveries` more times.
+            # The claim that found them goes on: its leases are granted.
+            log.warning("queue %r: %d dead-lettered jobs not deleted: %s", t.name, len(seqs), err)
+            return
+        except BaseException:
             with t.lock:
-                book_of(t).diverted(seqs)  # deleted, or back in reclaim (`_delete` requeues)
+                book_of(t).diverted(seqs)
+            raise
+        with t.lock:
+            book_of(t).diverted(seqs)
 
     # ---- ack / nack / extend ------------------------------------------------------------
     def ack(self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]) -> SettleResult:

@@ -110,7 +110,9 @@ def _fence(wire: str) -> int:
             f'lease id {wire[:64]!r} is not "" or lease_<lowercase hex>',
             {"lease_id": wire[:64]},
         )
-    return int(m[1], 16)
+    # Lease ids start at 1, and fence 0 means "no fence" to the lease book: `lease_0` is
+    # a fence no lease can pass, not a wildcard.
+    return int(m[1], 16) or -1
 
 
 def parse_ack(obj: Any) -> SettleRequest:
