@@ -1,7 +1,8 @@
 """Router crash cases found by review (2026-11-28): a snapshot must capture a router and its
-dest together, and a dest whose durable floor outlived the copies it covered must not hand
-its seqs out again (SEMANTICS §8.4, §12 invariants 1, 3 and 12; STORAGE §5.3 steps 3–5,
-§6 step 9)."""
+dest together; a dest whose durable floor outlived the copies it covered must not hand its
+seqs out again; copies outlive their router (deleted, or its source deleted) and keep
+their seqs across a change of filter (SEMANTICS §8.1, §8.4, §12 invariants 1, 3 and 12;
+STORAGE §5.3 steps 3–5, §6 step 9; API §6.4)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ import threading
 from types import TracebackType
 from typing import Any
 
+import pytest
+
 from seglog.clock import ManualClock
 from seglog.engine.engine import Engine
-from seglog.model import Durability, RecordIn, TopicConfig
+from seglog.model import Durability, RecordIn, Selector, TopicConfig
 from seglog.router_model import RouterSpec
-from tests.engine.oracle import abandon, image, open_engine, read_all
+from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
 from tests.support.faultfs import FaultFs
 
 
@@ -115,5 +118,60 @@ def test_an_ephemeral_sources_copies_expired_in_the_dest_leave_no_seq_to_reuse()
         w = e2.write("d", [RecordIn.of("fresh")])
         assert {s: r.data for s, r in read_all(e2, "d").items()} == {w.first_seq: "fresh"}
         assert w.first_seq > 3
+    finally:
+        e2.close(snapshot=False)
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+@pytest.mark.parametrize("ends", ["router delete", "source delete"])
+def test_copies_stay_in_the_dest_when_their_router_goes_before_a_crash(
+    kind: ImageKind, ends: str
+) -> None:
+    """API §6.4: already-forwarded records stay in the dest — also after a crash, though
+    nothing is left to re-derive them from (the delete snapshots them first)."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("d", TopicConfig(durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.snapshot()
+    e.write("s", [RecordIn.of(i) for i in range(3)])
+    e.forwarder.forward_all()
+    e.write("s", [RecordIn.of(3)])  # not forwarded yet: the delete forwards it first
+    if ends == "router delete":
+        assert e.delete_router("r").deleted
+    else:
+        assert e.drop_topic("s").deleted
+    assert [r.data for r in read_all(e, "d").values()] == [0, 1, 2, 3]
+    img = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(img, clock=clock)
+    try:
+        assert [r.data for r in read_all(e2, "d").values()] == [0, 1, 2, 3]
+        assert e2.write("d", [RecordIn.of("next")]).first_seq == 5  # no seq handed out again
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_a_changed_filter_applies_from_the_change_on_after_a_crash() -> None:
+    """A re-PUT with another filter keeps the runtime state (§8.1): the copies made before
+    it must come back as they were, not re-derived under the new filter at other seqs."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.write("s", [RecordIn.of("seed")], create=True)
+    e.write("d", [RecordIn.of("seed")], create=True)
+    e.snapshot()
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.write("s", [RecordIn.of("1", tag="a"), RecordIn.of("2", tag="b"), RecordIn.of("3", tag="a")])
+    e.forwarder.forward_all()
+    before = {s: r.data for s, r in read_all(e, "d").items()}
+    assert before == {1: "seed", 2: "1", 3: "2", 4: "3"}
+    e.put_router(RouterSpec("r", "s", "d", filter=Selector.parse(["tag", "Eq", "a"])))
+    e.write("s", [RecordIn.of("4", tag="b"), RecordIn.of("5", tag="a")])
+    e.forwarder.forward_all()
+    want = {**before, 5: "5"}
+    assert {s: r.data for s, r in read_all(e, "d").items()} == want
+    e2 = _reopen(e, fs, clock)
+    try:
+        assert {s: r.data for s, r in read_all(e2, "d").items()} == want
     finally:
         e2.close(snapshot=False)

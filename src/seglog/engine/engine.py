@@ -7,8 +7,8 @@ own lock; `Publisher` — applies a topic's completed ops in order and wakes lis
 snapshots share (forwarding itself: `Forwarder`); the WAL writer threads — only complete
 `Commit`s and never take an engine lock, so waiting for a commit while holding a topic
 lock cannot deadlock. The paths are small modules of their own: `writes`, `deletes`,
-`retention`, `recovery`, `snapshots`, `forwarding`, `router_control`. Lock order: registry,
-then router table, then topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
+`retention`, `recovery`, `snapshots`, `forwarding`, `router_control`. Lock order: snapshot,
+registry, router table, topic. Nothing here knows about HTTP or asyncio: async callers use `write_begin`, await the
 commit (`seglog.engine.aio`) and call `write_publish`; `prepare_read` + `read(wait=False)`.
 """
 
@@ -40,7 +40,7 @@ from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import recover
 from seglog.engine.registry import Registry
 from seglog.engine.router_control import RouterControl
-from seglog.engine.routers import RouterTable
+from seglog.engine.routers import Router, RouterTable
 from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.stats import EngineStats, TopicStats
@@ -232,27 +232,53 @@ class Engine:
         if wal is None or dd is None:
             raise RuntimeError("engine is not open")
         with self.snapshot_lock:
-            now = self.clock.now_ms()
-            mark, released = snapshots.take(
-                self.registry,
-                wal,
-                self.publisher,
-                self.fs,
-                dd.meta_dir,
-                now,
-                self.last_snapshot,
-                self.routers,
-                self.snapshot_pins,
-                self.retain,
-            )
-            self.last_snapshot = mark
-            self.last_snapshot_ms = now
-            self.wal_bytes_at_snapshot = wal.bytes_written_total
-            self._drop_released(released)
-            # in the same section: a Ctrl-C held back until its end never falls between a
-            # snapshot that dropped the leases' WAL and their relog (`interrupts`)
-            self.queues.relog_leases()
+            return self._snapshot_held()
+
+    def _snapshot_held(self) -> int:
+        """`snapshot`, the snapshot lock held by the caller."""
+        wal, dd = self.wal, self.datadir
+        assert wal is not None and dd is not None
+        now = self.clock.now_ms()
+        mark, released = snapshots.take(
+            self.registry,
+            wal,
+            self.publisher,
+            self.fs,
+            dd.meta_dir,
+            now,
+            self.last_snapshot,
+            self.routers,
+            self.snapshot_pins,
+            self.retain,
+        )
+        self.last_snapshot = mark
+        self.last_snapshot_ms = now
+        self.wal_bytes_at_snapshot = wal.bytes_written_total
+        self._drop_released(released)
+        # in the same section: a Ctrl-C held back until its end never falls between a
+        # snapshot that dropped the leases' WAL and their relog (`interrupts`)
+        self.queues.relog_leases()
         return mark.id
+
+    def settle_copies(self, routers: Sequence[Router]) -> None:
+        """Before a frame that ends re-derivation through `routers` — a RouterDelete, a
+        changed spec, a source's TopicDelete — forward what they owe, then snapshot. Router
+        copies are never logged: after a crash, replay re-derives them from the source
+        through the router, so once it is gone (or filters differently) the copies made
+        since the last snapshot would be lost or made again differently, and API §6.4 says
+        already-forwarded records stay in the dest. The caller holds the snapshot lock,
+        then the registry and router-table locks, until that frame is logged: nothing is
+        forwarded in between."""
+        owed = [r for r in routers if self._persistent_dest(r)]
+        if not owed:
+            return
+        for r in owed:
+            self.forwarder.advance(r)
+        self._snapshot_held()
+
+    def _persistent_dest(self, r: Router) -> bool:
+        d = self.registry.get(r.spec.dest)
+        return d is not None and d.persistent
 
     def _drop_released(self, released: frozenset[tuple[int, int]]) -> None:
         """Drop the segments no kept snapshot references any more that are dead by now."""
@@ -451,12 +477,16 @@ class Engine:
         submissions: if the second fails, the topic is already deleted on disk, so it and
         its routers are removed in memory too (a router never outlives its endpoints,
         recovery drops it as well) and the call fails with `internal`."""
-        with self.registry.lock, self.routers.lock:
+        with self.snapshot_lock, self.registry.lock, self.routers.lock:
             t = self.topics.get(name)
             if t is None:
                 return DropTopicResult(name, False, [])
             self._retained(t)
-            gone = sorted(r.spec.name for r in self.routers.touching(name))
+            touching = self.routers.touching(name)
+            gone = sorted(r.spec.name for r in touching)
+            # A source's copies stay in its dests (API §6.4), with nothing left to derive
+            # them from after a crash: in a snapshot first.
+            self.settle_copies([r for r in touching if r.spec.source == name])
             frames = [(t.topic_id, FrameType.TOPIC_DELETE, TopicDeleteBody(name).encode())]
             frames += [(0, FrameType.ROUTER_DELETE, RouterDeleteBody(r).encode()) for r in gone]
             # The topic lock is held across the durable TopicDelete, so no write can be
@@ -901,6 +931,8 @@ class Engine:
             self.forwarder,
             self.log_durable,
             self._create_default_topic,
+            self.snapshot_lock,
+            self.settle_copies,
             self.options.max_routers,
             self.options.max_topics,
         )

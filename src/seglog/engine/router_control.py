@@ -1,15 +1,16 @@
 """Router control plane (API §6, SEMANTICS §8.1–§8.2): create/update, delete, state, list.
 
 Every change commits its frame durably before it applies (RouterCreate / RouterDelete,
-STORAGE §3.3), both under `Registry.lock` then `RouterTable.lock` (the engine's lock
-order), so a snapshot sees each change wholly before or wholly after its checkpoint. A
+STORAGE §3.3), under the engine's snapshot lock, then `Registry.lock`, then
+`RouterTable.lock` (the engine's lock order), so a snapshot sees each change wholly before
+or wholly after its checkpoint; a delete or a spec change snapshots first (`settle`). A
 refused request changes nothing: every check runs before the first frame is logged.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from seglog.core.frame_bodies import RouterDeleteBody
@@ -17,6 +18,7 @@ from seglog.core.frames import FrameType
 from seglog.core.names import valid_router_name, valid_topic_name
 from seglog.core.router_graph import fan_in_conflict, find_cycle
 from seglog.engine.forwarding import Forwarder
+from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.registry import Registry
 from seglog.engine.routers import Router, RouterTable, create_body
 from seglog.errors import ErrorCode, SeglogError, invalid, throttled, topic_not_found
@@ -52,6 +54,11 @@ class RouterControl:
     forwarder: Forwarder
     log_durable: LogDurable
     create_topic: CreateTopic
+    # Taken before the registry's: a delete or a spec change first puts the router's
+    # copies in a snapshot (`settle`, `Engine.settle_copies`), with nothing forwarded
+    # until its frame is logged.
+    snapshot_lock: ShieldedLock
+    settle: Callable[[Sequence[Router]], None]
     max_routers: int = 0
     max_topics: int = 0
 
@@ -60,7 +67,7 @@ class RouterControl:
         check_names(spec)
         name, source, dest = spec.name, spec.source, spec.dest
         reg, table = self.registry, self.routers
-        with reg.lock, table.lock:
+        with self.snapshot_lock, reg.lock, table.lock:
             if not spec.create_dest and reg.get(dest) is None:
                 raise topic_not_found(dest)
             edges = table.edges(excluding=name)
@@ -102,6 +109,8 @@ class RouterControl:
             s, d = reg.get(source), reg.get(dest)
             assert s is not None and d is not None  # created above, under the registry lock
             if existing is not None:
+                if existing.spec != spec:  # replay re-derives with the spec it meets
+                    self.settle([existing])
                 cursor, base = existing.cursor, existing.dest_base
             else:
                 # No backfill: only records appended after the creation are forwarded.
@@ -125,9 +134,11 @@ class RouterControl:
 
     def delete(self, name: str) -> DropRouterResult:
         """API §6.4; forwarded records stay in the dest."""
-        with self.registry.lock, self.routers.lock:
-            if self.routers.get(name) is None:
+        with self.snapshot_lock, self.registry.lock, self.routers.lock:
+            r = self.routers.get(name)
+            if r is None:
                 return DropRouterResult(name, False)
+            self.settle([r])  # nothing re-derives its copies once it is gone
             self.log_durable(0, FrameType.ROUTER_DELETE, RouterDeleteBody(name).encode())
             self.routers.remove(name)
         return DropRouterResult(name, True)
