@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from seglog.clock import ManualClock
+from seglog.core.leases import Claimer
 from seglog.engine.engine import Engine
-from seglog.model import Durability, RecordIn, Selector, TopicConfig
+from seglog.model import Durability, RecordIn, Selector, TopicConfig, TopicType
 from seglog.router_model import RouterSpec
 from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
 from tests.support.faultfs import FaultFs
@@ -173,5 +174,46 @@ def test_a_changed_filter_applies_from_the_change_on_after_a_crash() -> None:
     e2 = _reopen(e, fs, clock)
     try:
         assert {s: r.data for s, r in read_all(e2, "d").items()} == want
+    finally:
+        e2.close(snapshot=False)
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_an_acked_router_copy_stays_acked_after_a_crash(kind: ImageKind) -> None:
+    """A job a router forwarded into a queue, acked (its delete fsynced): replay meets the
+    delete before step 9 re-derives the copy, and must apply it again after (review
+    finding: the job was claimable again)."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "q"))
+    e.snapshot()
+    e.write("s", [RecordIn.of("job"), RecordIn.of("other")])
+    jobs = e.queues.claim("q", [Claimer("w", 1)], None).jobs[0]
+    assert e.queues.ack("q", "w", [jobs[0].record.seq], []).done == [1]
+    img = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(img, clock=clock)
+    try:
+        again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
+        assert [j.record.data for j in again] == ["other"]
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_a_selector_delete_past_the_replayed_head_applies_to_rederived_copies() -> None:
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("d", TopicConfig(durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.snapshot()
+    e.write("s", [RecordIn.of(i, tag="x" if i % 2 else None) for i in range(4)])
+    e.forwarder.forward_all()
+    e.delete_records("d", match=Selector.parse(["tag", "Eq", "x"]))
+    e.delete_records("d", before_seq=2)
+    assert [r.data for r in read_all(e, "d").values()] == [2]
+    e2 = _reopen(e, fs, clock)
+    try:
+        assert [r.data for r in read_all(e2, "d").values()] == [2]
     finally:
         e2.close(snapshot=False)

@@ -188,6 +188,7 @@ class Engine:
         for r in self.routers.all():
             self.forwarder.rebuild_copies(r)
         self.forwarder.forward_all()
+        self._redo_deletes_past_head()
         pad_to_floors(self.registry.all(), self.clock.now_ms())
         if layout_changed or rec.stale_references:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
@@ -259,6 +260,19 @@ class Engine:
         # snapshot that dropped the leases' WAL and their relog (`interrupts`)
         self.queues.relog_leases()
         return mark.id
+
+    def _redo_deletes_past_head(self) -> None:
+        """After step 9: the logged deletes that reached past a topic's replayed head
+        (router copies, re-derived only now) apply again; what they killed before stays
+        dead, and the copies they named die too (SEMANTICS §12 invariant 7)."""
+        for t in self.registry.all():
+            redo, t.deletes_past_head = t.deletes_past_head, None
+            for d in redo or ():
+                with t.lock:
+                    bound = d.bound_head if d.bound_head is not None else t.head + 1
+                    killed = t.apply_delete(d.before_seq, d.match, bound, d.seqs)
+                    if killed and t.segments is not None:
+                        t.segments.flag_deleted(killed)
 
     def settle_copies(self, routers: Sequence[Router]) -> None:
         """Before a frame that ends re-derivation through `routers` — a RouterDelete, a

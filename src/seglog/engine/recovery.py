@@ -674,7 +674,15 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         bound = d.bound_head if d.bound_head is not None else t.head + 1
         # The live head included any reservation padding of an earlier crash; replay pads
         # only at the end (step 7), so the clamp uses the reservation seen so far.
-        t.apply_delete(d.before_seq, d.match, bound, d.seqs, ceiling=max(t.head, t.reservation))
+        ceiling = max(t.head, t.reservation)
+        t.apply_delete(d.before_seq, d.match, bound, d.seqs, ceiling=ceiling)
+        reach = max(d.seqs) if d.seqs else min(bound, d.before_seq or bound) - 1
+        if reach > ceiling:
+            # Seqs no frame brings back, but a router does (step 9 re-derives its copies,
+            # never logged): applied again after it, or an acked job comes back.
+            if t.deletes_past_head is None:
+                t.deletes_past_head = []
+            t.deletes_past_head.append(d)
     elif ft is FrameType.EVICT_WATERMARK:
         w = EvictWatermarkBody.decode(f.data)
         t.evict_floor = max(t.evict_floor, w.evict_floor)
