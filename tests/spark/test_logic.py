@@ -201,6 +201,27 @@ def test_timestamp_search_finds_first_record_at_or_after(
     assert all(t < target for s, t in live if s < x)
 
 
+@given(logs(), st.data())
+def test_timestamp_search_stays_inside_its_range(
+    case: tuple[list[tuple[int, int, bool]], int], data: st.DataObject
+) -> None:
+    """The probe reads past `head` when the seqs up to it are deleted; the answer must
+    still be in [earliest, head + 1] (review finding: a pushed `ts` bound widened a range
+    past its consumed `seq` bound, and Spark returned rows the filter excluded)."""
+    recs, target = case
+    live = [(s, t) for s, t, ok in recs if ok]
+    earliest = data.draw(st.integers(1, len(recs) + 1))
+    head = data.draw(st.integers(earliest - 1, len(recs)))
+
+    def probe(after: int) -> tuple[int, int] | None:
+        return next(((s, t) for s, t in live if s > after), None)
+
+    x = first_seq_at_or_after(target, earliest, head, probe)
+    assert earliest <= x <= head + 1
+    assert all(t < target for s, t in live if earliest <= s < x)
+    assert all(t >= target for s, t in live if x <= s <= head)
+
+
 @given(
     st.dictionaries(
         st.from_regex(r"[a-z][a-z0-9._-]{0,8}", fullmatch=True),
@@ -456,3 +477,24 @@ def test_data_schema_parses_what_fits_and_nulls_the_rest(values: list[Any]) -> N
     typ = pa.struct([("a", pa.int64()), ("s", pa.string())])
     texts = pa.array([orjson.dumps(v).decode() for v in values], pa.string())
     assert _data_column(texts, typ).to_pylist() == [fits(v) for v in values]
+
+
+def test_ts_narrowing_never_widens_a_range_past_its_consumed_seq_bound() -> None:
+    """`where seq <= 5 and ts <= <far future>` with seq 5 deleted and seq 6 live: the seq
+    bound was consumed (Spark does not check it again), so seq 6 must not be read."""
+    import datetime as dt
+
+    from pyspark.sql.datasource import LessThanOrEqual
+
+    from seglog.spark.pushdown import absorb, narrow, narrow_ts
+
+    live = [(1, 1000), (2, 1000), (3, 1000), (4, 1000), (6, 1000)]
+
+    def probe(after: int) -> tuple[int, int] | None:
+        return next(((s, t) for s, t in live if s > after), None)
+
+    future = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)
+    pushed, _ = absorb([LessThanOrEqual(("seq",), 5), LessThanOrEqual(("ts",), future)])
+    ranges = narrow([SeqRange("t", 0, 6)], pushed)
+    assert ranges == [SeqRange("t", 0, 5)]
+    assert narrow_ts(ranges, pushed, lambda _t: probe) == [SeqRange("t", 0, 5)]

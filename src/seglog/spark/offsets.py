@@ -227,7 +227,9 @@ def first_seq_at_or_after(ts_ms: int, earliest: int, head: int, probe: Probe) ->
         if rec is None or rec[1] >= ts_ms:
             hi = mid
         else:
-            lo = rec[0] + 1 if rec[0] >= mid else mid + 1
+            # the probe may answer with a record past `head` (those in between deleted):
+            # the answer never leaves [earliest, head + 1]
+            lo = min(rec[0] + 1, hi) if rec[0] >= mid else mid + 1
     return lo
 
 

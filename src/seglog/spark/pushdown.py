@@ -46,10 +46,11 @@ def narrow_ts(ranges: Sequence[SeqRange], pushed: Pushed, probe_for: ProbeFor) -
     for r in ranges:
         probe = probe_for(r.topic)
         after, upto = r.after, r.upto
+        # Only ever narrower: the seq bounds were consumed, Spark does not check them again.
         if pushed.ts_lo is not None:
-            after = first_seq_at_or_after(pushed.ts_lo, after + 1, upto, probe) - 1
+            after = max(after, first_seq_at_or_after(pushed.ts_lo, after + 1, upto, probe) - 1)
         if pushed.ts_hi is not None and upto > after:
-            upto = first_seq_at_or_after(pushed.ts_hi + 1, after + 1, upto, probe) - 1
+            upto = min(upto, first_seq_at_or_after(pushed.ts_hi + 1, after + 1, upto, probe) - 1)
         if upto > after:
             out.append(SeqRange(r.topic, after, upto))
     return out
