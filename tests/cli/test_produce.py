@@ -121,6 +121,28 @@ def test_arguments_and_idempotency_key(server: ServerProcess, client: Client) ->
     assert client.get_topic("idem").count == 2
 
 
+def test_a_rerun_after_a_failed_run_writes_every_line_once(
+    server: ServerProcess, client: Client
+) -> None:
+    """docs/cli.md: --idempotency-key makes re-running the same input safe. The failed run
+    sent lines 4–5 as a short batch before line 6 stopped it, under the key a full batch
+    4–6 reuses: the re-run must still write line 6 (review finding: it was deduped away,
+    and the summary counted it), and must not write 4–5 again."""
+    lines = [f'{{"n": {i}}}' for i in range(1, 10)]
+    bad = [*lines[:5], '{"n": 6', *lines[6:]]
+    args = ("produce", "imp", "--batch-size", "3", "--idempotency-key", "import-1")
+    assert run_cli(*args, url=server.url, stdin="\n".join(bad) + "\n").code == 1
+    assert [x.data["n"] for x in records(client, "imp")] == [1, 2, 3, 4, 5]
+    for _ in range(2):  # and a third run changes nothing
+        again = run_cli(*args, url=server.url, stdin="\n".join(lines) + "\n")
+        assert again.code == 0, again.stderr
+        assert [x.data["n"] for x in records(client, "imp")] == list(range(1, 10))
+    assert "imp: 9 records in 4 batches" in again.stderr
+    two = ("produce", "imp", "--batch-size", "2", "--idempotency-key", "import-1")
+    other = run_cli(*two, url=server.url, stdin="\n".join(lines))
+    assert other.code == 1 and "--batch-size" in other.stderr  # batches that do not line up
+
+
 def test_key_is_a_deprecated_alias(server: ServerProcess, client: Client) -> None:
     r = run_cli("produce", "oldkey", "1", "--key", "k1", url=server.url)
     assert r.code == 0

@@ -95,7 +95,7 @@ class Producer:
     idempotency_key: str | None
     tally: Tally = field(default_factory=Tally)
     batch: list[dict[str, Any]] = field(default_factory=list)
-    first_line: int = 0
+    lines: list[int] = field(default_factory=list)  # the input line of each batch record
     pending_bytes: int = 0
     on_sent: Callable[[int, int], None] | None = None
     """Called after each batch with (records, input bytes): the progress bar."""
@@ -124,33 +124,47 @@ class Producer:
         return rec
 
     def add(self, lineno: int, rec: dict[str, Any]) -> None:
-        if not self.batch:
-            self.first_line = lineno
         self.batch.append(rec)
+        self.lines.append(lineno)
 
     def send(self) -> None:
-        if not self.batch:
-            return
-        key = None if self.idempotency_key is None else f"{self.idempotency_key}:{self.first_line}"
-        try:
-            res = self.client.append(self.topic, self.batch, idempotency_key=key)
-        except SeglogClientError as e:
-            n = len(self.batch)
-            self.batch = []
-            self.abort(
-                self.first_line,
-                f"the batch of lines from {self.first_line} ({n} records) was not written: "
-                + describe_error(e, self.url),
-            )
-        t = self.tally
-        t.records += len(self.batch)
-        t.batches += 1
-        t.deduped += res.deduped
-        t.first_seq = res.first_seq if t.first_seq is None else t.first_seq
-        t.last_seq = res.last_seq
-        if self.on_sent is not None:
-            self.on_sent(len(self.batch), self.pending_bytes)
-        self.batch, self.pending_bytes = [], 0
+        """Send the batch. With an idempotency key, a batch the server has seen under its
+        key (`KEY:<first line>`) may have been a shorter one — the batch an earlier run sent
+        just before it failed or was interrupted: the deduped answer's count says how many
+        records it held, and the rest goes on under the key of its own first line, so a
+        re-run neither loses nor repeats a line."""
+        while self.batch:
+            first = self.lines[0]
+            key = None if self.idempotency_key is None else f"{self.idempotency_key}:{first}"
+            try:
+                res = self.client.append(self.topic, self.batch, idempotency_key=key)
+            except SeglogClientError as e:
+                n = len(self.batch)
+                self.batch, self.lines = [], []
+                self.abort(
+                    first,
+                    f"the batch of lines from {first} ({n} records) was not written: "
+                    + describe_error(e, self.url),
+                )
+            covered = res.count if res.deduped else len(self.batch)
+            if covered > len(self.batch):
+                n = len(self.batch)
+                self.batch, self.lines = [], []
+                self.abort(
+                    first,
+                    f"--idempotency-key: {key!r} was used for a batch of {covered} records, "
+                    f"this one holds {n}; re-run with the --batch-size of the run that used it",
+                )
+            t = self.tally
+            t.records += covered
+            t.batches += 1
+            t.deduped += res.deduped
+            t.first_seq = res.first_seq if t.first_seq is None else t.first_seq
+            t.last_seq = res.last_seq
+            self.batch, self.lines = self.batch[covered:], self.lines[covered:]
+            if self.on_sent is not None:
+                self.on_sent(covered, 0 if self.batch else self.pending_bytes)
+        self.pending_bytes = 0
 
     def abort(self, lineno: int, why: str) -> NoReturn:
         """Send what came before the failing line, then stop with its number."""
