@@ -96,6 +96,14 @@ def test_follow_resumes_after_the_session_is_lost(monkeypatch: pytest.MonkeyPatc
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == "/v0/topics/jobs":
             return ok(topic_state(5))
+        if request.url.path == "/v0/topics/jobs/diff":  # where the last 2 records start
+            assert orjson.loads(request.content)["from_seq"] == 3
+            page = {"topic": "jobs", "next_from_seq": 5, "head_seq": 5, "earliest_seq": 1}
+            return ok(
+                page
+                | {"caught_up": True, "tombstone": None, "lag": 0}
+                | {"records": [{"$seq": s, "$ts": s, "data": s} for s in (4, 5)]}
+            )
         return watch(request)
 
     result = run(monkeypatch, handler, "--follow", "--last", "2", "--api-key", "k")

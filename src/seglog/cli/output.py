@@ -9,6 +9,7 @@ a hint, with exit code 1 (typer's usage errors keep exit code 2)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -117,6 +118,13 @@ def client_errors(url: str) -> Iterator[None]:
     except KeyboardInterrupt:
         sys.stdout.flush()
         raise typer.Exit(130) from None
+    except BrokenPipeError:
+        # Whoever read stdout is gone (`| head -1`): not a failure of ours. Stop as a Unix
+        # tool stopped by SIGPIPE does (141), with nothing more sent to the closed pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise typer.Exit(141) from None
 
 
 def human_bytes(n: int) -> str:

@@ -124,15 +124,37 @@ def start_cursor(
         elif offset == "end":
             cursor = st.head_seq
         elif re.fullmatch(r"-\d+", offset):
-            cursor = max(st.head_seq - int(offset[1:]), floor)
+            cursor = last_n_cursor(c, topic, int(offset[1:]), st.head_seq, floor)
         elif offset.startswith("@"):
             cursor = seq_at_time(c, topic, parse_time_ms(offset[1:]), st.earliest_seq, st.head_seq)
         else:
             usage(f"-o {offset}: expected beginning, end, -N, @<time> or <seq>")
     if last is not None:
-        # "the last N" means live records; only an explicit --from cursor reports a gap below
-        cursor = max(cursor, st.head_seq - last, floor if from_seq is None else 0)
+        # only an explicit --from cursor reports a gap below the live records
+        cursor = max(
+            cursor, last_n_cursor(c, topic, last, st.head_seq, 0 if from_seq is not None else floor)
+        )
     return cursor
+
+
+def last_n_cursor(c: Client, topic: str, n: int, head: int, floor: int) -> int:
+    """The cursor after which the last `n` live records lie (`floor` when there are fewer):
+    "the last N" counts records, not seqs — deleted and acked ones take no room. A window
+    back from the head, doubled until it holds `n`."""
+    span = n
+    while n > 0:
+        cursor = max(head - span, floor)
+        seqs = [
+            r.seq
+            for r in c.read(topic, cursor, until_seq=head, include_tags=False, include_meta=False)
+            if isinstance(r, ReadRecord)
+        ]
+        if len(seqs) >= n:
+            return seqs[-n] - 1
+        if cursor <= floor:
+            return floor
+        span *= 2
+    return head
 
 
 # --- how to print ---------------------------------------------------------------------------
@@ -245,6 +267,10 @@ def _follow(c: Client, p: Printer, topic: str, cursor: int, until: int | None) -
                 p.gap(ev.gap_from, ev.gap_to, ev.reason, ev.missed, body)
             elif isinstance(ev, WatchTopicDeleted):
                 note(f"{ev.topic}: topic deleted; nothing more will come")
+            # The seq `until` may be deleted or inside a gap: no record names it, but the
+            # stream's cursor passes it (a record batch's `to_seq`, a gap, a caught-up).
+            if until is not None and w.cursors.get(topic, 0) >= until:
+                return
 
 
 TOPIC = Annotated[str, typer.Argument(metavar="TOPIC", help="Topic to read.")]
