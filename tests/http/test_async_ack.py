@@ -8,6 +8,7 @@ import asyncio
 
 import pytest
 
+from seglog.clock import ManualClock
 from seglog.core.frames import FrameType
 from seglog.core.leases import Claimer
 from seglog.http import async_engine
@@ -47,3 +48,21 @@ async def test_a_cancelled_ack_settles_its_jobs_when_the_delete_ends(
     await asyncio.gather(*async_engine._background)  # the task that settles the ack
     again = [j.record.seq for j in e.queues.claim("q", [Claimer("x", 9)], None).jobs[0]]
     assert again == ([1, 2] if outcome == "delete fails" else [])
+
+
+async def test_ack_and_nack_count_after_a_retention_pass(
+    make_engine: EngineFactory, clock: ManualClock
+) -> None:
+    """SEMANTICS §4.2: retention runs before queue counters — an ack's or nack's `ready`
+    and `in_flight` leave out jobs whose TTL passed (review finding: they counted them)."""
+    e = make_engine()
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, ttl_ms=1_000, lease_ms=60_000))
+    e.write("q", [RecordIn.of({"job": i}) for i in range(4)])
+    db = AsyncEngine(e)
+    assert [j.record.seq for j in e.queues.claim("q", [Claimer("w", 2)], None).jobs[0]] == [1, 2]
+    clock.advance(5_000)  # every job expired; the leases (60 s) did not
+    nacked = await db.nack("q", "w", [1], [], 0)
+    assert nacked.done == [1] and (nacked.ready, nacked.in_flight) == (0, 0)
+    skipped = await db.ack("q", "other", [2], [])
+    assert skipped.skipped == [2] and (skipped.ready, skipped.in_flight) == (0, 0)
+    assert e.topics["q"].expiry_floor == 4

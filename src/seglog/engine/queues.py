@@ -294,6 +294,9 @@ class Queues:
     def ack(self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]) -> SettleResult:
         """SEMANTICS §10.4: the leases go, then the jobs are deleted from the log (durably
         first on an `fsync` topic); a failed delete makes them claimable again and fails."""
+        op = self.engine.prepare_read(name)  # the counters follow a retention pass
+        if op is not None:
+            self.engine.drain(op)
         a = self.ack_begin(name, node, seqs, fences)
         if a.delete is not None:
             self.engine.drain(a.delete)

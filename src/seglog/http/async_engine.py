@@ -204,9 +204,17 @@ class AsyncEngine:
             return await blocking(q.claim_finish, p)
         return q.claim_finish(p)
 
+    async def _retained(self, name: str) -> None:
+        """The retention pass a queue counter needs first (SEMANTICS §4.2), its watermark
+        awaited: an ack or nack answers `ready`/`in_flight` without the expired jobs."""
+        evict = self.engine.prepare_read(name)
+        if evict is not None:
+            await finish_op(self.engine, evict)
+
     async def ack(self, name: str, node: str, seqs: list[int], fences: list[int]) -> SettleResult:
         """The delete's commit is awaited on the loop, as a write's is."""
         q = self.engine.queues
+        await self._retained(name)
         a = q.ack_begin(name, node, seqs, fences)
         if a.delete is not None:
             try:
@@ -227,10 +235,11 @@ class AsyncEngine:
         except SeglogError:
             pass  # the jobs are claimable again; nobody is left to tell
 
-    def nack(
+    async def nack(
         self, name: str, node: str, seqs: list[int], fences: list[int], delay_ms: int
     ) -> SettleResult:
         """In memory (a Lease frame, if any, is only queued): runs on the loop."""
+        await self._retained(name)
         return self.engine.queues.nack(name, node, seqs, fences, delay_ms)
 
     def extend(

@@ -110,7 +110,7 @@ async def _settle(request: Request, verb: str) -> tuple[SettleResult, float]:
             server_state(request).queue_settled(name)
             raise
     elif verb == "nack":
-        res = db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
+        res = await db.nack(name, req.node, req.seqs, req.fences, req.delay_ms)
     else:
         res = db.extend(name, req.node, req.seqs, req.fences, req.lease_ms)
     if res.done and verb != "extend":  # `/work` streams refill now
