@@ -34,7 +34,7 @@ from pathlib import Path
 from seglog.core.segment_format import SegmentCorruption
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
-from seglog.engine.recovery import Replayed, SealedReader, held_runs, replay
+from seglog.engine.recovery import Replayed, SealedReader, held_runs, redo_deletes_past_head, replay
 from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
@@ -365,6 +365,8 @@ class OfflineDir:
         for r in routers.all():
             fwd.rebuild_copies(r)
         fwd.forward_all()
+        for t in self._rp.registry.all():
+            redo_deletes_past_head(t)  # as the server's recovery does after step 9
 
     def _view(self, t: TopicState) -> TopicView:
         if not t.persistent:

@@ -7,6 +7,7 @@ STORAGE §5.3 steps 3–5, §6 step 9; API §6.4)."""
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
-from seglog.engine.engine import Engine
+from seglog.engine.engine import Engine, EngineOptions
 from seglog.model import Durability, RecordIn, Selector, TopicConfig, TopicType
 from seglog.router_model import RouterSpec
 from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
@@ -217,3 +218,25 @@ def test_a_selector_delete_past_the_replayed_head_applies_to_rederived_copies() 
         assert [r.data for r in read_all(e2, "d").values()] == [2]
     finally:
         e2.close(snapshot=False)
+
+
+def test_an_offline_read_leaves_out_an_acked_router_copy(tmp_path: Path) -> None:
+    """The offline reader (Spark, `seglog verify`) replays as recovery does: the acked
+    job a router fed into the queue is not among its live seqs either."""
+    from seglog.offline import OfflineDir
+
+    clock = ManualClock()
+    e = Engine(EngineOptions(data_dir=tmp_path / "data", wal_shards=1), clock=clock)
+    e.open()
+    try:
+        e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+        e.put_router(RouterSpec("r", "s", "q"))
+        e.snapshot()
+        e.write("s", [RecordIn.of("job"), RecordIn.of("other")])
+        assert [j.record.seq for j in e.queues.claim("q", [Claimer("w", 1)], None).jobs[0]] == [1]
+        assert e.queues.ack("q", "w", [1], []).done == [1]
+        d = OfflineDir.open(tmp_path / "data", None, clock.now_ms(), running=False)
+        (view,) = [v for v in d.topics() if v.name == "q"]
+        assert view.live == ((2, 2),) and view.count == 1
+    finally:
+        e.close(snapshot=False)

@@ -37,7 +37,7 @@ from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
-from seglog.engine.recovery import recover
+from seglog.engine.recovery import recover, redo_deletes_past_head
 from seglog.engine.registry import Registry
 from seglog.engine.router_control import RouterControl
 from seglog.engine.routers import Router, RouterTable
@@ -262,17 +262,11 @@ class Engine:
         return mark.id
 
     def _redo_deletes_past_head(self) -> None:
-        """After step 9: the logged deletes that reached past a topic's replayed head
-        (router copies, re-derived only now) apply again; what they killed before stays
-        dead, and the copies they named die too (SEMANTICS §12 invariant 7)."""
         for t in self.registry.all():
-            redo, t.deletes_past_head = t.deletes_past_head, None
-            for d in redo or ():
-                with t.lock:
-                    bound = d.bound_head if d.bound_head is not None else t.head + 1
-                    killed = t.apply_delete(d.before_seq, d.match, bound, d.seqs)
-                    if killed and t.segments is not None:
-                        t.segments.flag_deleted(killed)
+            with t.lock:
+                killed = redo_deletes_past_head(t)
+                if killed and t.segments is not None:
+                    t.segments.flag_deleted(killed)
 
     def settle_copies(self, routers: Sequence[Router]) -> None:
         """Before a frame that ends re-derivation through `routers` — a RouterDelete, a

@@ -694,6 +694,18 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
 
 
+def redo_deletes_past_head(t: TopicState) -> list[int]:
+    """After step 9: the logged deletes that reached past `t`'s replayed head (router
+    copies, re-derived only then) apply again; what they killed before stays dead, and the
+    copies they named die too (SEMANTICS §12 invariant 7). Returns the seqs killed now."""
+    redo, t.deletes_past_head = t.deletes_past_head, None
+    killed: list[int] = []
+    for d in redo or ():
+        bound = d.bound_head if d.bound_head is not None else t.head + 1
+        killed += t.apply_delete(d.before_seq, d.match, bound, d.seqs)
+    return killed
+
+
 def _reconcile_segments(
     t: TopicState, known: Callable[[SegmentInfo], list[int] | None] = lambda _i: None
 ) -> None:
