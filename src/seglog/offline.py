@@ -34,7 +34,14 @@ from pathlib import Path
 from seglog.core.segment_format import SegmentCorruption
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
-from seglog.engine.recovery import Replayed, SealedReader, held_runs, redo_deletes_past_head, replay
+from seglog.engine.recovery import (
+    Replayed,
+    SealedReader,
+    held_runs,
+    pad_to_floors,
+    redo_deletes_past_head,
+    replay,
+)
 from seglog.engine.segments import SealPolicy, TopicSegments
 from seglog.engine.topic import TopicState
 from seglog.storage.datadir import LOCK_NAME
@@ -339,8 +346,16 @@ class OfflineDir:
         return reused
 
     def _forward(self) -> None:
-        """§6 step 9 in memory: the live forwarding step over the recovered registry, with
-        retention passes applied at once (the server logs their watermarks first)."""
+        """§6 step 9 in memory, then what the server's recovery does after it: the deletes
+        that reached past a replayed head apply again, and heads rise to durable floors."""
+        self._derive_copies()
+        for t in self._rp.registry.all():
+            redo_deletes_past_head(t)
+        pad_to_floors(self._rp.registry.all(), self.point.now_ms)
+
+    def _derive_copies(self) -> None:
+        """The live forwarding step over the recovered registry, with retention passes
+        applied at once (the server logs their watermarks first)."""
         routers = self._rp.routers
         only = self.point.only
         for r in routers.all():
@@ -365,8 +380,6 @@ class OfflineDir:
         for r in routers.all():
             fwd.rebuild_copies(r)
         fwd.forward_all()
-        for t in self._rp.registry.all():
-            redo_deletes_past_head(t)  # as the server's recovery does after step 9
 
     def _view(self, t: TopicState) -> TopicView:
         if not t.persistent:

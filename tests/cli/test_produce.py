@@ -126,8 +126,7 @@ def test_a_rerun_after_a_failed_run_writes_every_line_once(
 ) -> None:
     """docs/cli.md: --idempotency-key makes re-running the same input safe. The failed run
     sent lines 4–5 as a short batch before line 6 stopped it, under the key a full batch
-    4–6 reuses: the re-run must still write line 6 (review finding: it was deduped away,
-    and the summary counted it), and must not write 4–5 again."""
+    4–6 reuses: the re-run must still write line 6, and must not write 4–5 again."""
     lines = [f'{{"n": {i}}}' for i in range(1, 10)]
     bad = [*lines[:5], '{"n": 6', *lines[6:]]
     args = ("produce", "imp", "--batch-size", "3", "--idempotency-key", "import-1")

@@ -1,6 +1,6 @@
-"""`seglog tail` / `consume` against a real server, where deleted seqs sit at the edges
-(review findings of 2026-11-28): `--until` on a deleted seq ends a follow, "the last N"
-counts records, and a reader that closes stdout is not a failure."""
+"""`seglog tail` / `consume` against a real server, where deleted seqs sit at the edges:
+`--until` on a deleted seq ends a follow, "the last N" counts records, and a reader that
+closes stdout is not a failure."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ def _five_with_last_deleted(client: Client, topic: str) -> None:
 def test_follow_until_a_deleted_seq_ends_once_the_cursor_passes_it(
     server: ServerProcess, client: Client
 ) -> None:
-    """docs/cli.md: --until stops after that seq, also when following (it used to wait
-    forever for a record 5 that no longer exists)."""
+    """docs/cli.md: --until stops after that seq, also when following — no record 5
+    will ever come to say so."""
     _five_with_last_deleted(client, "u")
     plain = run_cli("tail", "u", "-o", "1", "--until", "5", url=server.url)
     assert plain.code == 0 and _seqs(plain.stdout) == [1, 2, 3, 4]

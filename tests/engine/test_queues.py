@@ -159,8 +159,8 @@ def test_dead_letters_land_one_by_one_where_the_batch_does_not_fit(
     make_engine: EngineFactory,
 ) -> None:
     """SEMANTICS §10.6, each diverted job is appended: two due jobs and a dead-letter topic
-    that rejects past one record — one lands, the other waits (review finding: the batch
-    of both was refused on every pass, and neither ever left)."""
+    that rejects past one record — one lands, the other waits: a batch of both would be
+    refused on every pass, and neither would ever leave."""
     e = make_engine()
     e.put_topic("dlq", TopicConfig(cap_records=1, discard=Discard.REJECT))
     e.put_topic("q", queue(max_deliveries=1, dead_letter="dlq"))
@@ -182,7 +182,7 @@ def test_dead_letters_land_one_by_one_where_the_batch_does_not_fit(
 def test_a_dead_letter_whose_queue_delete_fails_keeps_its_count_and_the_claim_its_leases(
     make_engine: EngineFactory,
 ) -> None:
-    """The copy landed, the job's delete did not (review finding): the claim that found it
+    """The copy landed, the job's delete did not: the claim that found it
     still hands out its leases, and the job keeps its delivery count, so the next pass
     diverts it again (a second copy: at least once) instead of delivering it again."""
     e = make_engine()

@@ -1,9 +1,8 @@
 """A replayed config change runs its retention pass at the frame's commit time (STORAGE §6
 step 4, §7): a TTL that a later change lifted or raised must not expire, at recovery,
-records that never expired live (SEMANTICS §2.2, §4.2). Found by review: the pass ran
-against the restart's clock, and every acked record of the repro below was gone after a
-crash. Both crash images, both persistent classes (a power cut keeps only what was fsynced:
-`disk` writes are covered by the process-crash image)."""
+records that never expired live (SEMANTICS §2.2, §4.2) — against the restart's clock it
+would. Both crash images, both persistent classes (a power cut keeps only what was
+fsynced: `disk` writes are covered by the process-crash image)."""
 
 from __future__ import annotations
 
@@ -101,7 +100,7 @@ def test_a_snapshot_runs_the_retention_pass_before_it_captures(cls: Durability) 
     e.put_topic("t", TopicConfig(durability=cls, ttl_ms=5_000))
     e.write("t", [RecordIn.of({"i": i}) for i in range(3)])
     clock.advance(3_000)
-    young = e.write("t", [RecordIn.of({"i": 9})]).seqs
+    e.write("t", [RecordIn.of({"i": 9})])
     clock.advance(3_000)  # the first three are due; nothing wrote or read since
     e.snapshot()
     assert e.topics["t"].expiry_floor == 3  # the pass ran at the capture
@@ -109,7 +108,4 @@ def test_a_snapshot_runs_the_retention_pass_before_it_captures(cls: Durability) 
     assert body is not None
     (topic,) = body["topics"]
     assert topic["expiry_floor"] == 3
-    try:
-        assert _recovered(fs, clock, "process") == young
-    finally:
-        abandon(e, fs)
+    abandon(e, fs)

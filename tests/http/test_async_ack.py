@@ -54,7 +54,7 @@ async def test_ack_and_nack_count_after_a_retention_pass(
     make_engine: EngineFactory, clock: ManualClock
 ) -> None:
     """SEMANTICS §4.2: retention runs before queue counters — an ack's or nack's `ready`
-    and `in_flight` leave out jobs whose TTL passed (review finding: they counted them)."""
+    and `in_flight` leave out jobs whose TTL passed."""
     e = make_engine()
     e.put_topic("q", TopicConfig(type=TopicType.QUEUE, ttl_ms=1_000, lease_ms=60_000))
     e.write("q", [RecordIn.of({"job": i}) for i in range(4)])

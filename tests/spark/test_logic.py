@@ -206,8 +206,8 @@ def test_timestamp_search_stays_inside_its_range(
     case: tuple[list[tuple[int, int, bool]], int], data: st.DataObject
 ) -> None:
     """The probe reads past `head` when the seqs up to it are deleted; the answer must
-    still be in [earliest, head + 1] (review finding: a pushed `ts` bound widened a range
-    past its consumed `seq` bound, and Spark returned rows the filter excluded)."""
+    still be in [earliest, head + 1], or a pushed `ts` bound widens a range past its
+    consumed `seq` bound and Spark returns rows the filter excluded."""
     recs, target = case
     live = [(s, t) for s, t, ok in recs if ok]
     earliest = data.draw(st.integers(1, len(recs) + 1))

@@ -146,8 +146,9 @@ class Producer:
                     f"the batch of lines from {first} ({n} records) was not written: "
                     + describe_error(e, self.url),
                 )
-            covered = res.count if res.deduped else len(self.batch)
-            if covered > len(self.batch):
+            # a write's seqs are contiguous: a deduped answer's span is the earlier batch
+            covered = res.last_seq - res.first_seq + 1 if res.deduped else len(self.batch)
+            if not 0 < covered <= len(self.batch):
                 n = len(self.batch)
                 self.batch, self.lines = [], []
                 self.abort(

@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import logging
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -37,7 +37,7 @@ from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
-from seglog.engine.recovery import recover, redo_deletes_past_head
+from seglog.engine.recovery import pad_to_floors, recover, redo_deletes_past_head
 from seglog.engine.registry import Registry
 from seglog.engine.router_control import RouterControl
 from seglog.engine.routers import Router, RouterTable
@@ -277,12 +277,26 @@ class Engine:
         already-forwarded records stay in the dest. The caller holds the snapshot lock,
         then the registry and router-table locks, until that frame is logged: nothing is
         forwarded in between."""
-        owed = [r for r in routers if self._persistent_dest(r)]
+        owed = []
+        for r in routers:
+            if self._persistent_dest(r):
+                self.forwarder.advance(r)
+                if not r.at_snapshot():
+                    owed.append(r)
         if not owed:
             return
-        for r in owed:
-            self.forwarder.advance(r)
-        self._snapshot_held()
+        try:
+            self._snapshot_held()
+        except Exception as e:
+            # Refusing would keep an operator from deleting a topic or a router on a full
+            # disk, the very time they must; the loss needs a crash before the next
+            # snapshot, and is said here.
+            log.error(
+                "snapshot before ending router(s) %s failed (%s): copies forwarded since the "
+                "last snapshot are lost if the server crashes before the next one",
+                ", ".join(r.spec.name for r in owed),
+                e,
+            )
 
     def _persistent_dest(self, r: Router) -> bool:
         d = self.registry.get(r.spec.dest)
@@ -492,6 +506,8 @@ class Engine:
             self._retained(t)
             touching = self.routers.touching(name)
             gone = sorted(r.spec.name for r in touching)
+            if if_empty:
+                _refuse_unless_empty(t)  # before a snapshot it would not need (again below)
             # A source's copies stay in its dests (API §6.4), with nothing left to derive
             # them from after a crash: in a snapshot first.
             self.settle_copies([r for r in touching if r.spec.source == name])
@@ -501,13 +517,8 @@ class Engine:
             # acked between the emptiness check and the removal.
             failure: SeglogError | None = None
             with t.lock:
-                held = t.count + t.pending_count
-                if if_empty and held > 0:
-                    raise SeglogError(
-                        ErrorCode.TOPIC_NOT_EMPTY,
-                        f"topic {name!r} holds {held} records",
-                        {"topic": name, "count": held},
-                    )
+                if if_empty:
+                    _refuse_unless_empty(t)
                 failure = self._log_durable_by_shard(frames)
                 self.unregister_topic(t)
                 segs = t.segments
@@ -1034,16 +1045,11 @@ def narrowed_prefixes(prefix: str, within: Sequence[str]) -> list[str]:
     return kept
 
 
-def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
-    """Seqs up to each topic's highest durable floor become holes, once every router
-    re-derived what it could (after STORAGE §6 step 9). A floor above the replayed head
-    covers records that no replay brings back — router copies whose router was deleted, or
-    whose source lost them (ephemeral) — and seqs below it handed out again would be new
-    acked writes invisible at once (SEMANTICS §12 invariants 1 and 3)."""
-    for t in topics:
-        top = max(t.evict_floor, t.expiry_floor, t.source_trim_floor, t.delete_floor)
-        if top > t.head:
-            t.append_holes(top, now)
-            t.pop_front()
-            t.reserved = t.head
-            t.reservation = t.reservation_durable = t.head
+def _refuse_unless_empty(t: TopicState) -> None:
+    held = t.count + t.pending_count
+    if held > 0:
+        raise SeglogError(
+            ErrorCode.TOPIC_NOT_EMPTY,
+            f"topic {t.name!r} holds {held} records",
+            {"topic": t.name, "count": held},
+        )

@@ -706,6 +706,21 @@ def redo_deletes_past_head(t: TopicState) -> list[int]:
     return killed
 
 
+def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
+    """Seqs up to each topic's highest durable floor become holes, once every router
+    re-derived what it could (after STORAGE §6 step 9). A floor above the replayed head
+    covers records that no replay brings back — router copies whose router was deleted, or
+    whose source lost them (ephemeral) — and seqs below it handed out again would be new
+    acked writes invisible at once (SEMANTICS §12 invariants 1 and 3)."""
+    for t in topics:
+        top = max(t.evict_floor, t.expiry_floor, t.source_trim_floor, t.delete_floor)
+        if top > t.head:
+            t.append_holes(top, now)
+            t.pop_front()
+            t.reserved = t.head
+            t.reservation = t.reservation_durable = t.head
+
+
 def _reconcile_segments(
     t: TopicState, known: Callable[[SegmentInfo], list[int] | None] = lambda _i: None
 ) -> None:

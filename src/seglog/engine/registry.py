@@ -3,8 +3,8 @@
 Owner: `Registry.lock` guards membership and `next_topic_id`. Control-plane changes (create,
 config update, drop) commit their WAL frame and apply it while holding it, and a snapshot
 holds it across its checkpoint and the listing of topics, so a committed change can never
-fall between the snapshot and the replayed WAL (STORAGE §5.3). Lock order: the registry lock
-before any `TopicState.lock`. Lookups need no lock (single dict reads are atomic); whoever
+fall between the snapshot and the replayed WAL (STORAGE §5.3). Lock order: the engine's
+snapshot lock, then the registry lock, then any `TopicState.lock`. Lookups need no lock (single dict reads are atomic); whoever
 acts on a topic re-checks `TopicState.deleted` under the topic's own lock.
 """
 

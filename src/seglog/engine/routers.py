@@ -4,8 +4,8 @@ Owner: `RouterTable.lock` (reentrant) guards the membership, every `Router`'s ru
 (`cursor`, `forwarded_total`, `dest_base`, its duplicate index) and the hop table. It is
 held across a whole forwarding step, which serializes forwarding (so per router too), and
 by a snapshot from its checkpoint until the routers are captured (STORAGE §5.3 steps 3–5),
-so a captured cursor always matches the captured dest. Lock order: `Registry.lock`, then
-`RouterTable.lock`, then any `TopicState.lock`; nothing takes this lock while holding a
+so a captured cursor always matches the captured dest. Lock order: the engine's snapshot
+lock, `Registry.lock`, `RouterTable.lock`, then any `TopicState.lock`; nothing takes this lock while holding a
 topic lock. Lock-free reads (`behind`, `feeding`) only ever look at single attributes.
 
 Hop counts (§8.2) live here, in memory only: `hops[topic_id][seq]` for copies landed in a
@@ -36,6 +36,14 @@ class Router:
     # exactly_once only: source seq → dest seq of its copy (checked for liveness on use)
     copies: dict[int, int] = field(default_factory=dict)
     removed: bool = False
+    # (spec, cursor, forwarded_total) as the newest snapshot on disk holds them, and as the
+    # one being written captured them: a router still there needs no snapshot before a
+    # change ends its re-derivation (`Engine.settle_copies`).
+    snapshotted: tuple[RouterSpec, int, int] | None = None
+    capturing: tuple[RouterSpec, int, int] | None = None
+
+    def at_snapshot(self) -> bool:
+        return self.snapshotted == (self.spec, self.cursor, self.forwarded_total)
 
     def info(self) -> RouterInfo:
         return RouterInfo(self.spec, self.forwarded_total)
@@ -187,6 +195,7 @@ class RouterTable:
         out: list[dict[str, Any]] = []
         for r in self.all():
             s = r.spec
+            r.capturing = (s, r.cursor, r.forwarded_total)
             out.append(
                 {
                     "name": s.name,
@@ -205,6 +214,11 @@ class RouterTable:
             )
         return out
 
+    def captured(self) -> None:
+        """The snapshot that ran `capture` is durable: its routers are at it."""
+        for r in self.all():
+            r.snapshotted, r.capturing = r.capturing, None
+
     def restore(self, entries: Iterable[dict[str, Any]]) -> None:
         for e in entries:
             flt = e.get("filter")
@@ -219,14 +233,14 @@ class RouterTable:
                 allow_cycle=bool(e.get("allow_cycle", False)),
                 guarantee=Guarantee(e.get("guarantee", "at_least_once")),
             )
-            self.add(
-                Router(
-                    spec,
-                    int(e.get("forward_cursor", 0)),
-                    int(e.get("forwarded_total", 0)),
-                    int(e.get("dest_base", 0)),
-                )
+            r = Router(
+                spec,
+                int(e.get("forward_cursor", 0)),
+                int(e.get("forwarded_total", 0)),
+                int(e.get("dest_base", 0)),
             )
+            r.snapshotted = (spec, r.cursor, r.forwarded_total)
+            self.add(r)
 
 
 def prune_copies(r: Router, dest_base_seq: int) -> None:

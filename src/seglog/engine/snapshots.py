@@ -9,6 +9,7 @@ reflected (and ignored on replay because `seq <= head`) or replayed idempotently
 from __future__ import annotations
 
 import bisect
+import contextlib
 import itertools
 import operator
 from collections.abc import Callable, Iterator, Sequence
@@ -461,17 +462,19 @@ def take(
     # The router table is taken before the registry is let go: a router created (and its
     # dest with it) between the listing and the capture would be captured with copies in
     # a dest the snapshot does not hold, and replay would never re-derive them.
-    with registry.lock:
-        positions = wal.checkpoint(now)
-        listed = registry.all()
-        next_topic_id = registry.next_topic_id
-        table.lock.acquire()
-    try:
+    with contextlib.ExitStack() as holding_table:
+        with registry.lock:
+            positions = wal.checkpoint(now)
+            listed = registry.all()
+            next_topic_id = registry.next_topic_id
+            holding_table.enter_context(table.lock)
         try:
             topics = _capture_topics(listed, publisher, now, pins, retain)
             captured_routers = table.capture()
-        finally:
-            table.lock.release()
+        except BaseException:
+            pins.abandon()
+            raise
+    try:
         head: dict[str, Any] = {
             "ts": now,
             "next_topic_id": next_topic_id,
@@ -487,6 +490,7 @@ def take(
         referenced: set[tuple[int, int]] = set()
         pieces = body_pieces(snap_id, head, topics, captured_routers, referenced)
         write_snapshot_stream(fs, meta_dir, snap_id, pieces, previous.id if previous else None)
+        table.captured()
     except BaseException:
         pins.abandon()
         raise

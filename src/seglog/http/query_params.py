@@ -20,9 +20,10 @@ def parse_bool_query(value: str | None, default: bool) -> bool:
 
 
 def query_int(value: str | None) -> int | None:
-    """An integer query value — an optional sign and ASCII digits, nothing else (not
-    `int`'s `1_000` or other scripts' digits) — or None when absent or not one. More than
-    19 digits read as ±10**19: every caller clamps, and `int` refuses over 4,300."""
+    """An integer query value — an optional sign and ASCII digits (not `int`'s `1_000` or
+    other scripts' digits), surrounding whitespace ignored — or None when absent or not
+    one. More than 19 digits read as ±10**19: every caller clamps, and `int` refuses over
+    4,300."""
     if value is None:
         return None
     text = value.strip()

@@ -29,7 +29,8 @@ class ClaimRequest:
 
 @dataclass(frozen=True, slots=True)
 class SettleRequest:
-    """ack / nack / extend: `fences[i]` is the lease id required for `seqs[i]` (0 = none)."""
+    """ack / nack / extend: `fences[i]` is the lease id required for `seqs[i]` (0 = none,
+    -1 = `lease_0`, which no lease passes)."""
 
     node: str
     seqs: list[int]

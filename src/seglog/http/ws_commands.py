@@ -83,7 +83,7 @@ def request_id_of(cmd: Any, text: str) -> Any:
     then the value's exact JSON text, from a parse that keeps integers exact, as an
     `orjson.Fragment` that the replies embed as it is."""
     rid = cmd.get("request_id") if isinstance(cmd, dict) else None
-    if rid is None or isinstance(rid, str | bool):
+    if rid is None or isinstance(rid, str | bool | int):  # orjson's ints are exact
         return rid
     try:
         check_integers(text.encode())

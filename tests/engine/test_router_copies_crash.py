@@ -1,4 +1,5 @@
-"""Router crash cases found by review (2026-11-28): a snapshot must capture a router and its
+"""Router copies across a crash (they are never logged: replay re-derives them through
+their router): a snapshot must capture a router and its
 dest together; a dest whose durable floor outlived the copies it covered must not hand its
 seqs out again; copies outlive their router (deleted, or its source deleted) and keep
 their seqs across a change of filter (SEMANTICS §8.1, §8.4, §12 invariants 1, 3 and 12;
@@ -16,9 +17,10 @@ import pytest
 from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
 from seglog.engine.engine import Engine, EngineOptions
+from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Durability, RecordIn, Selector, TopicConfig, TopicType
 from seglog.router_model import RouterSpec
-from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
+from tests.engine.oracle import IMAGES, ROOT, ImageKind, abandon, image, open_engine, read_all
 from tests.support.faultfs import FaultFs
 
 
@@ -182,8 +184,8 @@ def test_a_changed_filter_applies_from_the_change_on_after_a_crash() -> None:
 @pytest.mark.parametrize("kind", IMAGES)
 def test_an_acked_router_copy_stays_acked_after_a_crash(kind: ImageKind) -> None:
     """A job a router forwarded into a queue, acked (its delete fsynced): replay meets the
-    delete before step 9 re-derives the copy, and must apply it again after (review
-    finding: the job was claimable again)."""
+    delete before step 9 re-derives the copy, and must apply it again after, or the job
+    is claimable again."""
     clock, fs = ManualClock(), FaultFs()
     e = open_engine(fs, clock=clock)
     e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
@@ -240,3 +242,75 @@ def test_an_offline_read_leaves_out_an_acked_router_copy(tmp_path: Path) -> None
         assert view.live == ((2, 2),) and view.count == 1
     finally:
         e.close(snapshot=False)
+
+
+def test_ending_a_router_snapshots_only_when_it_moved_since_the_last_snapshot() -> None:
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.put_router(RouterSpec("idle", "s2", "d2"))
+    e.write("s", [RecordIn.of(1)])
+    first = e.snapshot()
+    assert e.delete_router("idle").deleted
+    assert e.last_snapshot is not None and e.last_snapshot.id == first  # nothing to settle
+    e.write("s", [RecordIn.of(2)])
+    assert e.delete_router("r").deleted
+    assert e.last_snapshot.id > first
+    e.close(snapshot=False)
+
+
+def test_a_refused_empty_only_drop_takes_no_snapshot(make_engine: Any) -> None:
+    e = make_engine()
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.write("s", [RecordIn.of(1)])
+    before = e.snapshot()
+    e.write("s", [RecordIn.of(2)])
+    with pytest.raises(SeglogError) as info:
+        e.drop_topic("s", if_empty=True)
+    assert info.value.code is ErrorCode.TOPIC_NOT_EMPTY
+    assert e.last_snapshot is not None and e.last_snapshot.id == before
+
+
+def test_a_router_delete_goes_on_when_its_snapshot_fails(
+    make_engine: Any, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """On a full disk an operator must still be able to delete: the delete lands, and the
+    log says which copies a crash before the next snapshot would lose."""
+    e = make_engine()
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.write("s", [RecordIn.of(1)])
+
+    def full(*_a: object, **_k: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(e, "_snapshot_held", full)
+    assert e.delete_router("r").deleted
+    assert e.routers.get("r") is None
+    assert "router(s) r failed" in caplog.text and "No space left" in caplog.text
+
+
+def test_an_offline_read_matches_the_restarted_server_past_a_padded_floor() -> None:
+    """The dest of the padding case: offline (Spark, verify) sees the head and earliest the
+    restarted server has."""
+    from seglog.offline import OfflineDir
+
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("s", TopicConfig(durability=Durability.EPHEMERAL))
+    e.put_topic("d", TopicConfig(ttl_ms=1_000))
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.snapshot()
+    e.write("s", [RecordIn.of(i) for i in range(3)])
+    e.forwarder.forward_all()
+    clock.advance(5_000)
+    assert read_all(e, "d") == {}
+    img = image(fs, "process")
+    abandon(e, fs)
+    d = OfflineDir.open(ROOT, None, clock.now_ms(), running=False, fs=img)
+    (view,) = [v for v in d.topics() if v.name == "d"]
+    e2 = open_engine(img, clock=clock)
+    try:
+        t = e2.topics["d"]
+        assert (view.head, view.earliest) == (t.head, t.earliest()) == (3, 4)
+    finally:
+        e2.close(snapshot=False)
