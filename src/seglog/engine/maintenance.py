@@ -39,7 +39,17 @@ def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
             if rng is None:
                 return sealed
             captured = segs.capture(t, rng[0], rng[1])
-        info = segs.store.install("hot", rng[0], *encode_rows(captured))
+        try:
+            info = segs.store.install("hot", rng[0], *encode_rows(captured))
+        except OSError:
+            # The install runs outside the lock: a topic delete may take its directory
+            # away under it. Not an error then, but what the install left must go too.
+            with t.lock:
+                gone = t.deleted
+            if not gone:
+                raise
+            segs.store.drop_all()
+            return sealed
         with t.lock:
             if t.deleted:
                 segs.store.drop(info)
@@ -127,9 +137,12 @@ class Maintenance:
         if not e.ready:
             return
         for t in list(e.by_id.values()):
-            if t.segments is not None:
-                t.segments.flush_flags(t)
-            seal_topic(e, t)
+            try:
+                if t.segments is not None:
+                    t.segments.flush_flags(t)
+                seal_topic(e, t)
+            except Exception:  # one topic's failure must not hold up the others, nor snapshots
+                log.exception("maintenance of topic %r failed", t.name)
         now = e.clock.now_ms()
         if now >= self._next_snapshot_check:
             self._next_snapshot_check = now + SNAPSHOT_CHECK_MS
