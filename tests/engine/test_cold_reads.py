@@ -204,3 +204,32 @@ def test_a_topic_deleted_while_its_segment_moves_leaves_no_files(tmp_path: Path)
         assert relocate_cold(e, t) == 0
     assert cold_files(tmp_path) == []
     e.close(snapshot=False)
+
+
+def test_a_read_racing_a_relocation_finds_the_segment_in_the_other_tier(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relocation copies a segment to the cold tier, then unlinks the hot copy, while
+    readers hold only the topic's lock: a reader that found the hot copy may find it gone
+    when it opens it, and must then read the cold one, not fail."""
+    from seglog.storage.tiers import relocate
+
+    e = sealed_segments(tmp_path, 3)
+    t = e.topics["t"]
+    assert t.segments is not None
+    store = t.segments.store
+    first = t.segments.sealed[0]
+    real = store.resolve
+    moved: list[object] = []
+
+    def resolve_then_relocate(info):  # type: ignore[no-untyped-def]
+        paths = real(info)
+        if not moved and info.first_seq == first.first_seq:
+            moved.append(relocate(store, info))  # the hot copy goes after `paths` was found
+        return paths
+
+    monkeypatch.setattr(store, "resolve", resolve_then_relocate)
+    store._forget(first.data_path)
+    res = e.read("t", 0, limit=10, max_bytes=1 << 20)
+    assert moved and [r.data for r in res.records] == [{"i": i} for i in range(10)]
+    e.close()

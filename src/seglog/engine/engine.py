@@ -845,6 +845,8 @@ class Engine:
         pins: list[PinnedSegment] = []
         filtered = bool(nodes) and t.config.dedupe_node
         with t.lock:
+            if t.deleted:  # its segment files go once the delete's locks are released
+                raise topic_not_found(name)
             self.retain(t, now)
             picked = (
                 column_read.select_columns(t, from_seq, limit, max_bytes, now, filtered, packed)

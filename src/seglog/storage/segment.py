@@ -358,9 +358,7 @@ class SegmentStore:
         its frame or index entry fails validation."""
         if not info.first_seq <= seq <= info.last_seq:
             raise IndexError(f"seq {seq} is outside segment {info.first_seq}..{info.last_seq}")
-        m = self._cached(info.data_path)
-        if m is None:
-            m = self._mapped(*self.resolve(info))
+        m = self._map_segment(info)
         try:
             offset, length = idx_lookup(m.idx, info.first_seq, seq)
         except IndexError:
@@ -378,9 +376,7 @@ class SegmentStore:
     def pin(self, info: SegmentInfo) -> PinnedSegment:
         """The segment's mapping, kept valid for as long as the caller holds it (even if the
         files are dropped or relocated meanwhile): read it later with `read_run`."""
-        m = self._cached(info.data_path)
-        if m is None:
-            m = self._mapped(*self.resolve(info))
+        m = self._map_segment(info)
         return PinnedSegment(info, m)
 
     def read_run(
@@ -458,9 +454,7 @@ class SegmentStore:
         first, last = max(first, info.first_seq), min(last, info.last_seq)
         if first > last:
             return 0
-        m = self._cached(info.data_path)
-        if m is None:
-            m = self._mapped(*self.resolve(info))
+        m = self._map_segment(info)
         lo, hi = first - info.first_seq, min(last - info.first_seq + 1, len(m.idx))
         if lo >= hi:
             return 0
@@ -474,13 +468,13 @@ class SegmentStore:
 
     def iter_records(self, info: SegmentInfo) -> Iterator[SegmentRecord]:
         """Every record of the segment in seq order, checksums verified."""
-        m = self._cached(info.data_path) or self._mapped(*self.resolve(info))
+        m = self._map_segment(info)
         yield from _scan_verified(m.data, info)
 
     def read_del_flags(self, info: SegmentInfo, verify: bool = True) -> builtins.list[int]:
         """Seqs whose del_flag is set (every frame verified: corrupt is never 'deleted';
         `verify=False`: see `segment_del_flags`)."""
-        m = self._cached(info.data_path) or self._mapped(*self.resolve(info))
+        m = self._map_segment(info)
         data = bytes(m.data)  # numpy must not hold a view of the mapping (it may be closed)
         offsets, lengths = m.idx["offset"], m.idx["len"]
         deleted, n = segment_del_flags(data, info.first_seq, offsets, lengths, verify)
@@ -494,6 +488,19 @@ class SegmentStore:
             if m is not None:
                 self._maps.move_to_end(data_path)
             return m
+
+    def _map_segment(self, info: SegmentInfo) -> _Mapped:
+        """The segment's mapping, from whichever tier holds it now. A relocation makes the
+        new copy before it unlinks the old one, so a copy that vanished between finding
+        and opening it (no lock orders a reader with a relocation) is in the other tier
+        on a second look."""
+        m = self._cached(info.data_path)
+        if m is not None:
+            return m
+        try:
+            return self._mapped(*self.resolve(info))
+        except FileNotFoundError:
+            return self._mapped(*self.resolve(info))
 
     def _mapped(self, data_path: Path, idx_path: Path) -> _Mapped:
         m = self._cached(data_path)
