@@ -130,7 +130,7 @@ class Producer:
     def send(self) -> None:
         """Send the batch. With an idempotency key, a batch the server has seen under its
         key (`KEY:<first line>`) may have been a shorter one — the batch an earlier run sent
-        just before it failed or was interrupted: the deduped answer's count says how many
+        just before it failed or was interrupted: the deduped answer's seqs say how many
         records it held, and the rest goes on under the key of its own first line, so a
         re-run neither loses nor repeats a line."""
         while self.batch:
