@@ -39,6 +39,7 @@ from seglog.engine.recovery import (
     SealedReader,
     held_runs,
     pad_to_floors,
+    rederive_upstream_first,
     redo_deletes_past_head,
     replay,
 )
@@ -350,7 +351,7 @@ class OfflineDir:
         that reached past a replayed head apply again, and heads rise to durable floors."""
         self._derive_copies()
         for t in self._rp.registry.all():
-            redo_deletes_past_head(t)
+            redo_deletes_past_head(t)  # those of topics no router feeds
         pad_to_floors(self._rp.registry.all(), self.point.now_ms)
 
     def _derive_copies(self) -> None:
@@ -379,6 +380,12 @@ class OfflineDir:
         )
         for r in routers.all():
             fwd.rebuild_copies(r)
+        rederive_upstream_first(
+            routers.all(),
+            self._rp.registry.all(),
+            fwd.advance,
+            redo_deletes_past_head,
+        )
         fwd.forward_all()
 
     def _view(self, t: TopicState) -> TopicView:

@@ -41,7 +41,7 @@ from seglog.core.segment_run import layout_coded_labels, layout_size_array
 from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
-from seglog.engine.routers import RouterTable
+from seglog.engine.routers import Router, RouterTable
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.snapshots import (
     HeldRuns,
@@ -692,6 +692,47 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         replay_lease(t, f)
     elif ft is FrameType.HEAD_WATERMARK:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
+
+
+def rederive_upstream_first(
+    routers: Sequence[Router],
+    topics: Iterable[TopicState],
+    advance: Callable[[Router], object],
+    settle: Callable[[TopicState], object],
+) -> None:
+    """§6 step 9 topic by topic, sources first: a topic's routers in are advanced, then
+    `settle` (the deletes that reached past its replayed head apply again) runs before any
+    router out of it forwards — or a copy deleted in a middle topic before it was
+    forwarded would be forwarded on after a crash, a record its last dest never had. A
+    cycle (`allow_cycle`) is cut where it closes; `forward_all` afterwards does the rest."""
+    into: dict[str, list[Router]] = {}
+    for r in routers:
+        into.setdefault(r.spec.dest, []).append(r)
+    by_name = {t.name: t for t in topics}
+    done: set[str] = set()
+    for root in sorted(by_name):
+        # depth first without recursion: a chain of routers may be thousands long
+        stack: list[tuple[str, list[Router], list[int]]] = []
+        if root not in done:
+            stack.append((root, into.get(root, []), [0]))
+        on_stack = {root}
+        while stack:
+            name, inbound, at = stack[-1]
+            if at[0] < len(inbound):
+                src = inbound[at[0]].spec.source
+                if src not in done and src not in on_stack:
+                    stack.append((src, into.get(src, []), [0]))
+                    on_stack.add(src)
+                    continue
+                advance(inbound[at[0]])
+                at[0] += 1
+                continue
+            stack.pop()
+            on_stack.discard(name)
+            t = by_name.get(name)
+            if t is not None:
+                settle(t)
+            done.add(name)
 
 
 def redo_deletes_past_head(t: TopicState) -> list[int]:
