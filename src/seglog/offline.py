@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seglog.core.segment_format import SegmentCorruption
+from seglog.engine.deletes import redo_deletes_past_head
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
 from seglog.engine.recovery import (
@@ -39,8 +40,6 @@ from seglog.engine.recovery import (
     SealedReader,
     held_runs,
     pad_to_floors,
-    rederive_upstream_first,
-    redo_deletes_past_head,
     replay,
 )
 from seglog.engine.segments import SealPolicy, TopicSegments
@@ -351,7 +350,7 @@ class OfflineDir:
         that reached past a replayed head apply again, and heads rise to durable floors."""
         self._derive_copies()
         for t in self._rp.registry.all():
-            redo_deletes_past_head(t)  # those of topics no router feeds
+            redo_deletes_past_head(t)
         pad_to_floors(self._rp.registry.all(), self.point.now_ms)
 
     def _derive_copies(self) -> None:
@@ -380,12 +379,6 @@ class OfflineDir:
         )
         for r in routers.all():
             fwd.rebuild_copies(r)
-        rederive_upstream_first(
-            routers.all(),
-            self._rp.registry.all(),
-            fwd.advance,
-            redo_deletes_past_head,
-        )
         fwd.forward_all()
 
     def _view(self, t: TopicState) -> TopicView:

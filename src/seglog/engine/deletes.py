@@ -63,3 +63,37 @@ def apply_delete(t: TopicState, op: PendingOp) -> None:
     op.delete_result = DeleteResult(
         t.name, before - t.count, t.earliest(), t.head, t.count, t.bytes
     )
+
+
+def reapply_deletes_past_head(t: TopicState, first: int, last: int) -> list[int]:
+    """Under `t.lock`: the logged deletes that reached past the replayed head (STORAGE §6
+    step 4) apply to the copies that landed at `first..last` — at once in a topic no
+    router reads (a router-fed queue: its acked jobs stay acked, also when backpressure
+    held the router back), after recovery's forwarding in one that a router reads (no
+    log says whether a delete there came before or after the copy went on: at least once,
+    the copy goes on, SEMANTICS §8.4). Router copies are never logged, so the records such
+    a delete named exist again only once a router re-derives them (SEMANTICS §12
+    invariant 7). Returns the seqs killed."""
+    killed: list[int] = []
+    for _reach, d in t.deletes_past_head or ():
+        if d.seqs:
+            named = [x for x in d.seqs if first <= x <= last]
+            if named:
+                killed += t.apply_delete(None, None, 0, named)
+        elif d.bound_head is not None and d.bound_head > first:
+            killed += t.apply_delete(d.before_seq, d.match, d.bound_head)
+    prune_deletes_past_head(t)
+    return killed
+
+
+def prune_deletes_past_head(t: TopicState) -> None:
+    """Forget the deletes past the head whose every seq the head has passed: copies that
+    were to land there did (and met them), or other records took the seqs."""
+    kept = [(reach, d) for reach, d in t.deletes_past_head or () if reach > t.head]
+    t.deletes_past_head = kept or None
+
+
+def redo_deletes_past_head(t: TopicState) -> list[int]:
+    """Under `t.lock`, after recovery's forwarding (STORAGE §6 step 9): the deletes past
+    the replayed head apply to whatever landed (`reapply_deletes_past_head`)."""
+    return reapply_deletes_past_head(t, 0, t.head)

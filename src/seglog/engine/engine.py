@@ -40,8 +40,6 @@ from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import (
     pad_to_floors,
     recover,
-    rederive_upstream_first,
-    redo_deletes_past_head,
 )
 from seglog.engine.registry import Registry
 from seglog.engine.router_control import RouterControl
@@ -192,10 +190,12 @@ class Engine:
         # a source is logged first, like any live retention pass).
         for r in self.routers.all():
             self.forwarder.rebuild_copies(r)
-        rederive_upstream_first(
-            self.routers.all(), self.registry.all(), self.forwarder.advance, self._redo_deletes
-        )
         self.forwarder.forward_all()
+        for t in self.registry.all():
+            with t.lock:
+                killed = deletes.redo_deletes_past_head(t)
+                if killed and t.segments is not None:
+                    t.segments.flag_deleted(killed)
         pad_to_floors(self.registry.all(), self.clock.now_ms())
         if layout_changed or rec.stale_references:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
@@ -267,12 +267,6 @@ class Engine:
         # snapshot that dropped the leases' WAL and their relog (`interrupts`)
         self.queues.relog_leases()
         return mark.id
-
-    def _redo_deletes(self, t: TopicState) -> None:
-        with t.lock:
-            killed = redo_deletes_past_head(t)
-            if killed and t.segments is not None:
-                t.segments.flag_deleted(killed)
 
     def settle_copies(self, routers: Sequence[Router]) -> None:
         """Before a frame that ends re-derivation through `routers` — a RouterDelete, a

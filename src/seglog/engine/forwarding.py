@@ -290,6 +290,7 @@ class Forwarder:
                 size=plan.size,
                 holes=trimmed,
                 owner=d,
+                leaf=not self.routers.is_source(d.name),
             )
             d.reserved = first + trimmed + len(plan.copies) - 1
             d.pending.append(op)

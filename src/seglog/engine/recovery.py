@@ -38,10 +38,11 @@ from seglog.core.frames import FrameError, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob, decode_blobs
 from seglog.core.segment_format import SegmentCorruption
 from seglog.core.segment_run import layout_coded_labels, layout_size_array
+from seglog.engine.deletes import prune_deletes_past_head
 from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
-from seglog.engine.routers import Router, RouterTable
+from seglog.engine.routers import RouterTable
 from seglog.engine.snapshot_pins import SnapshotPins
 from seglog.engine.snapshots import (
     HeldRuns,
@@ -682,7 +683,7 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
             # never logged): applied again after it, or an acked job comes back.
             if t.deletes_past_head is None:
                 t.deletes_past_head = []
-            t.deletes_past_head.append(d)
+            t.deletes_past_head.append((reach, d))
     elif ft is FrameType.EVICT_WATERMARK:
         w = EvictWatermarkBody.decode(f.data)
         t.evict_floor = max(t.evict_floor, w.evict_floor)
@@ -692,59 +693,6 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         replay_lease(t, f)
     elif ft is FrameType.HEAD_WATERMARK:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
-
-
-def rederive_upstream_first(
-    routers: Sequence[Router],
-    topics: Iterable[TopicState],
-    advance: Callable[[Router], object],
-    settle: Callable[[TopicState], object],
-) -> None:
-    """§6 step 9 topic by topic, sources first: a topic's routers in are advanced, then
-    `settle` (the deletes that reached past its replayed head apply again) runs before any
-    router out of it forwards — or a copy deleted in a middle topic before it was
-    forwarded would be forwarded on after a crash, a record its last dest never had. A
-    cycle (`allow_cycle`) is cut where it closes; `forward_all` afterwards does the rest."""
-    into: dict[str, list[Router]] = {}
-    for r in routers:
-        into.setdefault(r.spec.dest, []).append(r)
-    by_name = {t.name: t for t in topics}
-    done: set[str] = set()
-    for root in sorted(by_name):
-        # depth first without recursion: a chain of routers may be thousands long
-        stack: list[tuple[str, list[Router], list[int]]] = []
-        if root not in done:
-            stack.append((root, into.get(root, []), [0]))
-        on_stack = {root}
-        while stack:
-            name, inbound, at = stack[-1]
-            if at[0] < len(inbound):
-                src = inbound[at[0]].spec.source
-                if src not in done and src not in on_stack:
-                    stack.append((src, into.get(src, []), [0]))
-                    on_stack.add(src)
-                    continue
-                advance(inbound[at[0]])
-                at[0] += 1
-                continue
-            stack.pop()
-            on_stack.discard(name)
-            t = by_name.get(name)
-            if t is not None:
-                settle(t)
-            done.add(name)
-
-
-def redo_deletes_past_head(t: TopicState) -> list[int]:
-    """After step 9: the logged deletes that reached past `t`'s replayed head (router
-    copies, re-derived only then) apply again; what they killed before stays dead, and the
-    copies they named die too (SEMANTICS §12 invariant 7). Returns the seqs killed now."""
-    redo, t.deletes_past_head = t.deletes_past_head, None
-    killed: list[int] = []
-    for d in redo or ():
-        bound = d.bound_head if d.bound_head is not None else t.head + 1
-        killed += t.apply_delete(d.before_seq, d.match, bound, d.seqs)
-    return killed
 
 
 def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
@@ -760,6 +708,7 @@ def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
             t.pop_front()
             t.reserved = t.head
             t.reservation = t.reservation_durable = t.head
+        prune_deletes_past_head(t)
 
 
 def _reconcile_segments(
