@@ -69,3 +69,32 @@ def test_one_topics_failure_does_not_stop_the_pass(monkeypatch: pytest.MonkeyPat
     z = e.topics["z"].segments
     assert z is not None and z.sealed  # sealed although "c" failed first
     e.close()
+
+
+def test_a_seal_whose_install_makes_the_deleted_topics_directory_again_removes_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The delete removed the directory just before the install made it again: the
+    install succeeds, and the seal must remove all of it, not only its two files."""
+    fs = FaultFs()
+    e = open_engine(fs, clock=ManualClock(), segment_max_events=8)
+    e.put_topic("c", TopicConfig())
+    e.write("c", [RecordIn.of({"i": i}) for i in range(10)])
+    tid = e.topics["c"].topic_id
+    real = segment.make_dirs_durably
+    fired: list[int] = []
+
+    def make_dirs(fs_: object, d: Path) -> None:
+        if not fired:
+            fired.append(1)
+            other = threading.Thread(target=e.drop_topic, args=("c",))
+            other.start()
+            other.join(10)
+        real(fs_, d)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segment, "make_dirs_durably", make_dirs)
+    t = e.topics["c"]
+    assert seal_topic(e, t, force=True) == 0
+    assert fired and t.deleted
+    assert not fs.is_dir(ROOT / "topics" / f"{tid:08X}")
+    e.close()

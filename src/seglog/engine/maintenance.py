@@ -51,8 +51,8 @@ def seal_topic(engine: Engine, t: TopicState, force: bool = False) -> int:
             segs.store.drop_all()
             return sealed
         with t.lock:
-            if t.deleted:
-                segs.store.drop(info)
+            if t.deleted:  # the directory may be one the install made again after the delete
+                segs.store.drop_all()
                 return sealed
             segs.register(t, info, captured)
             segs.drop_dead(t)
@@ -154,4 +154,7 @@ class Maintenance:
         if e.options.cold_dir is not None and now >= self._next_relocation:
             self._next_relocation = now + RELOCATION_CHECK_MS
             for t in list(e.by_id.values()):
-                relocate_cold(e, t)
+                try:
+                    relocate_cold(e, t)
+                except Exception:  # as for seals: the other topics still move
+                    log.exception("relocating topic %r to the cold tier failed", t.name)
