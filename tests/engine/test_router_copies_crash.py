@@ -30,6 +30,22 @@ def _reopen(e: Engine, fs: FaultFs, clock: ManualClock) -> Engine:
     return open_engine(img, clock=clock)
 
 
+def _copies_expired_in_the_dest(source: Durability) -> tuple[Engine, FaultFs, ManualClock]:
+    """s → d (TTL 1 s), three copies forwarded since the snapshot and expired: a durable
+    expiry floor of 3 covers copies that only their router (or source) could bring back."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("s", TopicConfig(durability=source))
+    e.put_topic("d", TopicConfig(ttl_ms=1_000))
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.snapshot()
+    e.write("s", [RecordIn.of(i) for i in range(3)])
+    e.forwarder.forward_all()
+    clock.advance(5_000)
+    assert read_all(e, "d") == {} and e.topics["d"].expiry_floor == 3
+    return e, fs, clock
+
+
 class _ReleaseHook:
     """The registry's lock, running `hook` on this thread right after its first release
     by a snapshot (the moment a concurrent control-plane request could take it)."""
@@ -87,15 +103,7 @@ def test_a_router_created_while_a_snapshot_captures_is_in_it_wholly_or_not_at_al
 def test_a_dest_floor_above_what_replay_restores_is_padded_after_a_crash() -> None:
     """The copies expired (a durable EvictWatermark), then the router went: nothing
     re-derives them after a crash, and the next acked write must not take their seqs."""
-    clock, fs = ManualClock(), FaultFs()
-    e = open_engine(fs, clock=clock)
-    e.put_topic("d", TopicConfig(ttl_ms=1_000))
-    e.put_router(RouterSpec("r", "s", "d"))
-    e.snapshot()
-    e.write("s", [RecordIn.of(i) for i in range(3)])
-    e.forwarder.forward_all()
-    clock.advance(5_000)
-    assert read_all(e, "d") == {} and e.topics["d"].expiry_floor == 3
+    e, fs, clock = _copies_expired_in_the_dest(Durability.DISK)
     e.delete_router("r")
     e2 = _reopen(e, fs, clock)
     try:
@@ -107,16 +115,7 @@ def test_a_dest_floor_above_what_replay_restores_is_padded_after_a_crash() -> No
 
 
 def test_an_ephemeral_sources_copies_expired_in_the_dest_leave_no_seq_to_reuse() -> None:
-    clock, fs = ManualClock(), FaultFs()
-    e = open_engine(fs, clock=clock)
-    e.put_topic("s", TopicConfig(durability=Durability.EPHEMERAL))
-    e.put_topic("d", TopicConfig(ttl_ms=1_000))
-    e.put_router(RouterSpec("r", "s", "d"))
-    e.snapshot()
-    e.write("s", [RecordIn.of(i) for i in range(3)])
-    e.forwarder.forward_all()
-    clock.advance(5_000)
-    assert read_all(e, "d") == {} and e.topics["d"].expiry_floor == 3
+    e, fs, clock = _copies_expired_in_the_dest(Durability.EPHEMERAL)
     e2 = _reopen(e, fs, clock)
     try:
         w = e2.write("d", [RecordIn.of("fresh")])
@@ -294,16 +293,7 @@ def test_an_offline_read_matches_the_restarted_server_past_a_padded_floor() -> N
     restarted server has."""
     from seglog.offline import OfflineDir
 
-    clock, fs = ManualClock(), FaultFs()
-    e = open_engine(fs, clock=clock)
-    e.put_topic("s", TopicConfig(durability=Durability.EPHEMERAL))
-    e.put_topic("d", TopicConfig(ttl_ms=1_000))
-    e.put_router(RouterSpec("r", "s", "d"))
-    e.snapshot()
-    e.write("s", [RecordIn.of(i) for i in range(3)])
-    e.forwarder.forward_all()
-    clock.advance(5_000)
-    assert read_all(e, "d") == {}
+    e, fs, clock = _copies_expired_in_the_dest(Durability.EPHEMERAL)
     img = image(fs, "process")
     abandon(e, fs)
     d = OfflineDir.open(ROOT, None, clock.now_ms(), running=False, fs=img)

@@ -35,14 +35,6 @@ def query_int(value: str | None) -> int | None:
 
 
 def parse_page_size(value: str | None) -> int:
-    """API §0.9: default 100, non-numeric ⇒ default, clamped to `[1, 1000]`. Any length
-    of digits clamps (`int` refuses more than 4300 digits, so long values never reach it)."""
-    if value is None or not _INT.fullmatch(value.strip()):
-        return DEFAULT_PAGE_SIZE
-    text = value.strip()
-    digits = text.lstrip("+-").lstrip("0")
-    if text.startswith("-") or not digits:
-        return 1
-    if len(digits) > len(str(MAX_PAGE_SIZE)):
-        return MAX_PAGE_SIZE
-    return min(int(digits), MAX_PAGE_SIZE)
+    """API §0.9: default 100, non-numeric ⇒ default, clamped to `[1, 1000]`."""
+    n = query_int(value)
+    return DEFAULT_PAGE_SIZE if n is None else min(max(n, 1), MAX_PAGE_SIZE)
