@@ -282,6 +282,9 @@ class Delete:
     start: int
     end: int = -1
     outcome: Outcome = "pending"
+    # An explicit-seq delete (a queue ack): only these seqs; once the ack returns, only
+    # those it settled (its `skipped` ones were not its to delete).
+    seqs: frozenset[int] | None = None
 
 
 @dataclass(eq=False)
@@ -393,13 +396,25 @@ class Oracle:
                 )
             inst.by_seq[s] = w
 
-    def begin_delete(self, name: str, before_seq: int | None, tag: str | None) -> Delete:
+    def begin_delete(
+        self, name: str, before_seq: int | None, tag: str | None, seqs: frozenset[int] | None = None
+    ) -> Delete:
         with self._lock:
             self._tick += 1
             inst = self.instances[name][-1]
-            d = Delete(name, inst.inst, before_seq, tag, self._tick)
+            d = Delete(name, inst.inst, before_seq, tag, self._tick, seqs=seqs)
             inst.deletes.append(d)
             return d
+
+    def finish_ack(self, d: Delete, done: list[int]) -> int:
+        """An ack returned: it deleted `done` (its other seqs were skipped). Returns the
+        instant it ended."""
+        with self._lock:
+            d.seqs = frozenset(done)
+            self._tick += 1
+            d.end = self._tick
+            d.outcome = "acked"
+            return d.end
 
     # ---- interpretation at an instant -----------------------------------------------------
     @staticmethod
@@ -445,7 +460,11 @@ class Oracle:
         for d in inst.deletes:
             if d.start > t or d.outcome in ("phantom", "nothing"):
                 continue
-            hits = (d.tag is None or d.tag == tag) and (d.before_seq is None or seq < d.before_seq)
+            hits = (
+                (d.tag is None or d.tag == tag)
+                and (d.before_seq is None or seq < d.before_seq)
+                and (d.seqs is None or seq in d.seqs)
+            )
             if not hits or (d.end != -1 and d.end < w.start):
                 continue
             definite = (

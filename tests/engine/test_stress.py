@@ -7,6 +7,11 @@ files:
 - writers append 1–4 records to `disk`, `fsync` and `memory` topics, some with
   `cap_records`, tagged at random;
 - a deleter runs `before_seq` and tag-match deletes;
+- two queue workers claim jobs from the `fsync` and `disk` queue topics the writers feed
+  (one with durable leases), ack most, nack some and keep a few; a job is never leased to
+  two workers at once, an acked job is never claimed again, and a claimed job is a record
+  written to that queue (SEMANTICS §10.3–§10.4, §10.8); an acked job is a delete the
+  oracle holds the recovered images to, per the queue's class;
 - maintenance takes snapshots, writes the queued delete flags of sealed records and seals
   segments, as the server's maintenance pass does;
 - an admin creates, reconfigures (class and cap changes, ephemeral/memory → disk/fsync
@@ -37,10 +42,11 @@ from functools import partial
 
 import pytest
 
+from seglog.core.leases import Claimer
 from seglog.engine.engine import Engine
 from seglog.engine.maintenance import seal_topic
 from seglog.errors import ErrorCode, SeglogError
-from seglog.model import Durability, RecordIn, Selector, TopicConfig
+from seglog.model import Durability, RecordIn, Selector, TopicConfig, TopicType
 from tests.engine.oracle import Control, Oracle, abandon, open_engine, snapshot, wait_until
 from tests.support.faultfs import FaultFs, RandomFaults
 
@@ -59,7 +65,11 @@ STABLE: dict[str, TopicConfig] = {
     "s-fc": TopicConfig(durability=F, cap_records=12),
     "s-dc": TopicConfig(durability=D, cap_records=12),
     "s-x": TopicConfig(durability=D),  # the admin flips its class and cap
+    "q-f": TopicConfig(type=TopicType.QUEUE, durability=F),
+    "q-d": TopicConfig(type=TopicType.QUEUE, durability=D, leases_durable=True),
 }
+QUEUES = ("q-f", "q-d")
+QUEUE_WORKERS = 2
 CHURN = ("c-0", "c-1")
 TAGS = ("a", "b", "c", None)
 LAYOUTS = ((1, 2, 1, 2), (2, 3, 2, 1), (3, 1, 2, 3))
@@ -93,6 +103,9 @@ class Run:
     progress: dict[str, int] = field(default_factory=dict)
     counter: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # Queue jobs: (topic, seq) → the worker leasing it now; → the instant its ack returned.
+    held: dict[tuple[str, int], str] = field(default_factory=dict)
+    acked_jobs: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def payload(self, who: str, k: int, pad: int) -> bytes:
         with self.lock:
@@ -147,6 +160,70 @@ class Run:
             return
         o.finish(d, "acked")
 
+    def claim(self, who: str, rng: random.Random, name: str) -> list[tuple[int, int]]:
+        """Claim up to 4 jobs as `who`: their (seq, lease id), checked as they arrive."""
+        o = self.oracle
+        try:
+            res = self.e.queues.claim(name, [Claimer(who, rng.randint(1, 4))], None)
+        except SeglogError as err:
+            if err.code not in (ErrorCode.INTERNAL, ErrorCode.THROTTLED):
+                o.bug(f"{who}: claim on {name} raised {err!r}")
+            return []
+        except Exception as err:
+            o.bug(f"{who}: claim on {name} raised a raw {type(err).__name__}: {err!r}")
+            return []
+        got: list[tuple[int, int]] = []
+        with self.lock:
+            for job in res.jobs[0]:
+                seq = job.record.seq
+                key = (name, seq)
+                hit = o.by_data.get(job.record.data_json)
+                if hit is None or hit[0].topic != name:
+                    o.bug(f"{who}: claimed {name}:{seq}, not a record written there: {job!r}")
+                if key in self.held:
+                    o.bug(f"{who}: claimed {name}:{seq}, leased to {self.held[key]} already")
+                if key in self.acked_jobs:
+                    o.bug(f"{who}: claimed {name}:{seq}, acked at {self.acked_jobs[key]}")
+                self.held[key] = who
+                got.append((seq, job.lease_id))
+        return got
+
+    def settle(self, who: str, rng: random.Random, name: str, jobs: list[tuple[int, int]]) -> None:
+        """Ack most of `jobs`, nack some, keep the rest leased."""
+        r = rng.random()
+        if r < 0.1:
+            return  # kept: leased until a crash releases it (the clock stands still)
+        seqs, fences = [s for s, _ in jobs], [f for _, f in jobs]
+        with self.lock:
+            for s in seqs:
+                del self.held[(name, s)]
+        o, q = self.oracle, self.e.queues
+        if r < 0.25:
+            try:
+                q.nack(name, who, seqs, fences, 0)
+            except SeglogError as err:
+                if err.code not in (ErrorCode.INTERNAL, ErrorCode.THROTTLED):
+                    o.bug(f"{who}: nack on {name} raised {err!r}")
+            except Exception as err:
+                o.bug(f"{who}: nack on {name} raised a raw {type(err).__name__}: {err!r}")
+            return
+        d = o.begin_delete(name, None, None, frozenset(seqs))
+        try:
+            res = q.ack(name, who, seqs, fences)
+        except SeglogError as err:
+            o.finish(d, "failed" if err.code is not ErrorCode.THROTTLED else "nothing")
+            if err.code not in (ErrorCode.INTERNAL, ErrorCode.THROTTLED):
+                o.bug(f"{who}: ack on {name} raised {err!r}")
+            return
+        except Exception as err:
+            o.finish(d, "bug")
+            o.bug(f"{who}: ack on {name} raised a raw {type(err).__name__}: {err!r}")
+            return
+        end = o.finish_ack(d, res.done)
+        with self.lock:
+            for s in res.done:
+                self.acked_jobs[(name, s)] = end
+
     def control(self, c: Control, op: Callable[[], object]) -> bool:
         """Run a put_topic / drop_topic recorded as `c`; True if it was acked."""
         o, c_name = self.oracle, c.topic
@@ -196,6 +273,17 @@ def deleter(run: Run) -> None:
     while not run.stop.is_set():
         run.delete("del", rng, rng.choice(names))
         run.bump("del")
+
+
+def queue_worker(run: Run, idx: int) -> None:
+    rng = random.Random(run.seed * 6700417 + idx * 17 + run.progress.get("epoch", 0))
+    who = f"q{idx}"
+    while not run.stop.is_set():
+        name = rng.choice(QUEUES)
+        jobs = run.claim(who, rng, name)
+        if jobs:
+            run.settle(who, rng, name, jobs)
+        run.bump(who)
 
 
 def maintenance(run: Run) -> None:
@@ -257,6 +345,7 @@ def run_epoch(run: Run, churn_exists: dict[str, bool]) -> tuple[FaultFs, FaultFs
     run.progress = {"epoch": run.progress.get("epoch", 0)}
     threads = [guarded(run, f"w{i}", partial(writer, run, i)) for i in range(WRITERS)]
     threads.append(guarded(run, "del", partial(deleter, run)))
+    threads += [guarded(run, f"q{i}", partial(queue_worker, run, i)) for i in range(QUEUE_WORKERS)]
     bounded = [
         guarded(run, "maint", partial(maintenance, run)),
         guarded(run, "admin", partial(admin, run, churn_exists)),
@@ -336,6 +425,10 @@ def stress(seed: int) -> dict[str, int]:
             break  # this lineage needs an operator's repair: the run ends here
         problems += [f"[epoch {epoch} process] {p}" for p in oracle.check(en, t, "process", ro)]
         oracle.resolve(en, t, ro)
+        # The lineage goes on from the image: leases are the recovered ones (none that
+        # the workers know of), and only acks that returned before `t` happened in it.
+        run.held.clear()
+        run.acked_jobs = {k: end for k, end in run.acked_jobs.items() if end < t}
         problems += [f"[epoch {epoch} process] {p}" for p in oracle.probe(en, t, ro, record=True)]
         for name in CHURN:
             churn_exists[name] = name in en.topics
