@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seglog.core.segment_format import SegmentCorruption
-from seglog.engine.deletes import redo_deletes_past_head
 from seglog.engine.forwarding import Forwarder
 from seglog.engine.publisher import Publisher
 from seglog.engine.recovery import (
     Replayed,
     SealedReader,
+    forget_deletes_past_head,
     held_runs,
+    keep_reproducible_deletes,
     pad_to_floors,
     replay,
 )
@@ -346,11 +347,12 @@ class OfflineDir:
         return reused
 
     def _forward(self) -> None:
-        """§6 step 9 in memory, then what the server's recovery does after it: the deletes
-        that reached past a replayed head apply again, and heads rise to durable floors."""
+        """§6 step 9 in memory, as the server's recovery does it: deletes past a replayed
+        head meet the re-derived copies where those land at their seqs again, and heads
+        rise to durable floors."""
+        keep_reproducible_deletes(self._rp.registry, self._rp.routers)
         self._derive_copies()
-        for t in self._rp.registry.all():
-            redo_deletes_past_head(t)
+        forget_deletes_past_head(self._rp.registry.all())
         pad_to_floors(self._rp.registry.all(), self.point.now_ms)
 
     def _derive_copies(self) -> None:

@@ -498,3 +498,38 @@ async def test_publish_refuses_an_integer_outside_64_bits(
         assert json.loads(raw)["request_id"] == [-99999999999999999999, {"k": 1}], raw
     r = httpx.post(f"{server.url}/v0/topics/{topic}/diff", json={}, timeout=TIMEOUT)
     assert [x["data"] for x in r.json()["records"]] == [2**64 - 1]
+
+
+@pytest.mark.parametrize(
+    ("request_id", "echoed"),
+    [
+        # deeper than orjson writes (255 levels), no big integer: echoed all the same
+        ("[" * 300 + "]" * 300, True),
+        # deep, and the command holds an integer beyond 64 bits (parsed exactly again)
+        ("[" * 800 + "1" + "]" * 800, True),
+        # deeper than any echo can go: refused with `invalid_request`, the socket lives
+        ("[" * 1000 + "1" + "]" * 1000, False),
+    ],
+    ids=["300-deep", "800-deep-big-int", "1000-deep-big-int"],
+)
+async def test_a_deeply_nested_request_id_never_kills_the_socket(
+    server: ServerProcess, request_id: str, echoed: bool
+) -> None:
+    """API §8: `request_id` is any JSON value, echoed back, and every command gets an
+    answer. A request_id nested past what orjson writes (255 levels) closed the socket
+    without a reply (a TypeError in the reply's encoding), and one nested ~1000 deep in a
+    command holding an integer beyond 64 bits did too (a RecursionError in the exact
+    re-parse, outside the command's error handling)."""
+    big_int = ',"x":123456789012345678901234567890' if "1" in request_id else ""
+    text = '{"op":"ping","request_id":' + request_id + big_int + "}"
+    async with connect(ws_url(server)) as ws:
+        await ws.send(text)
+        first = await recv(ws)
+        if echoed:
+            assert first["op"] == "pong"
+            assert json.dumps(first["request_id"], separators=(",", ":")) == request_id
+        else:
+            assert first["op"] == "error" and first["code"] == "invalid_request"
+            assert first["request_id"] is None
+        await send(ws, {"op": "ping", "request_id": "after"})
+        assert await recv(ws) == {"op": "pong", "request_id": "after"}

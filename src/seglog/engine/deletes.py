@@ -28,7 +28,14 @@ def submit_delete(
     submit: Submit,
 ) -> PendingOp:
     bound = t.reserved + 1
-    if t.persistent:
+    # Only records existing (or reserved) at call time can be deleted (SEMANTICS §7.1): a
+    # seq past them names nothing, and logged it would meet a later write on replay.
+    named = bool(seqs)
+    seqs = [s for s in seqs if s < bound]
+    if named and not seqs:
+        bound = 0  # kills nothing (`TopicState.apply_delete` below seq 0); nothing logged
+        commit = Commit.completed()
+    elif t.persistent:
         durable = t.config.durability is Durability.FSYNC
         body = DeleteBody(before_seq, match, tuple(seqs), None if seqs else bound).encode()
         frame = encode_control(FrameType.DELETE, t.topic_id, body, now, durable)
@@ -66,14 +73,14 @@ def apply_delete(t: TopicState, op: PendingOp) -> None:
 
 
 def reapply_deletes_past_head(t: TopicState, first: int, last: int) -> list[int]:
-    """Under `t.lock`: the logged deletes that reached past the replayed head (STORAGE §6
-    step 4) apply to the copies that landed at `first..last` — at once in a topic no
-    router reads (a router-fed queue: its acked jobs stay acked, also when backpressure
-    held the router back), after recovery's forwarding in one that a router reads (no
-    log says whether a delete there came before or after the copy went on: at least once,
-    the copy goes on, SEMANTICS §8.4). Router copies are never logged, so the records such
-    a delete named exist again only once a router re-derives them (SEMANTICS §12
-    invariant 7). Returns the seqs killed."""
+    """Under `t.lock`, during recovery only: the logged deletes that reached past the
+    replayed head (STORAGE §6 step 4) meet the router copies re-derived at `first..last`
+    as they land (step 9), before any router reads them on. Router copies are never
+    logged, so the records such a delete named exist again only once a router re-derives
+    them (SEMANTICS §12 invariant 7). Exact only where the copies land at the seqs they
+    had: `Engine.open` keeps these deletes only for dests whose seqs re-derivation
+    reproduces (SEMANTICS §8.4), and a delete on a topic a router reads first settles
+    that router in a snapshot (`Engine.delete_records`). Returns the seqs killed."""
     killed: list[int] = []
     for _reach, d in t.deletes_past_head or ():
         if d.seqs:
@@ -81,7 +88,8 @@ def reapply_deletes_past_head(t: TopicState, first: int, last: int) -> list[int]
             if named:
                 killed += t.apply_delete(None, None, 0, named)
         elif d.bound_head is not None and d.bound_head > first:
-            killed += t.apply_delete(d.before_seq, d.match, d.bound_head)
+            limit = d.bound_head if d.before_seq is None else min(d.before_seq, d.bound_head)
+            killed += t.apply_delete(None, d.match, min(limit, last + 1))
     prune_deletes_past_head(t)
     return killed
 
@@ -91,9 +99,3 @@ def prune_deletes_past_head(t: TopicState) -> None:
     were to land there did (and met them), or other records took the seqs."""
     kept = [(reach, d) for reach, d in t.deletes_past_head or () if reach > t.head]
     t.deletes_past_head = kept or None
-
-
-def redo_deletes_past_head(t: TopicState) -> list[int]:
-    """Under `t.lock`, after recovery's forwarding (STORAGE §6 step 9): the deletes past
-    the replayed head apply to whatever landed (`reapply_deletes_past_head`)."""
-    return reapply_deletes_past_head(t, 0, t.head)

@@ -38,6 +38,8 @@ from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import (
+    forget_deletes_past_head,
+    keep_reproducible_deletes,
     pad_to_floors,
     recover,
 )
@@ -188,14 +190,12 @@ class Engine:
         # STORAGE §6 step 9: re-derive what the routers forwarded since the snapshot, with
         # the live forwarding step (hence after the WAL opened: a due eviction watermark on
         # a source is logged first, like any live retention pass).
+        # Deletes of copies past a replayed head meet the re-derived copies as they land.
+        keep_reproducible_deletes(self.registry, self.routers)
         for r in self.routers.all():
             self.forwarder.rebuild_copies(r)
         self.forwarder.forward_all()
-        for t in self.registry.all():
-            with t.lock:
-                killed = deletes.redo_deletes_past_head(t)
-                if killed and t.segments is not None:
-                    t.segments.flag_deleted(killed)
+        forget_deletes_past_head(self.registry.all())
         pad_to_floors(self.registry.all(), self.clock.now_ms())
         if layout_changed or rec.stale_references:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
@@ -398,28 +398,49 @@ class Engine:
         """Under `t.lock`: the retention pass, never waiting (see `retention`). Runs twice
         per write, so a topic without TTL or caps returns at once."""
         if not t.config.has_retention:
-            return None
+            # A cut of an earlier config may still be in flight: logged, so it applies
+            # (replay raises the floor too); callers that wait, wait for it as well.
+            return t.pending_cut  # type: ignore[no-any-return]
         return retention.retain(t, now, self._submit)
 
-    def _retained(self, t: TopicState) -> None:
-        """Run a retention pass on `t` and wait for its watermark (callers off the loop)."""
+    def _retained(self, t: TopicState, strict: bool = False) -> None:
+        """Run a retention pass on `t` and wait for its watermark (callers off the loop).
+        `strict` (a read): a watermark that could not be logged fails the caller instead
+        of letting it pass the records without their tombstone (SEMANTICS §4.2 step 4)."""
+        now = self.clock.now_ms()
         with t.lock:
-            op = self.retain(t, self.clock.now_ms())
+            op = self.retain(t, now)
+            refused = strict and op is None and retention.unlogged(t, now)
+        if refused:
+            raise internal(f"topic {t.name!r}: the eviction watermark could not be logged")
         if op is not None:
             self.drain(op)
+            if strict and op.error is not None:
+                raise op.error
 
     def prepare_read(self, name: str) -> PendingOp | None:
         """Start the retention pass a read of `name` needs, without waiting: an async
         caller awaits the returned op's commit, then reads with `wait=False`."""
         t = self._topic(name)
-        if not t.config.has_retention:
+        if not t.config.has_retention and t.pending_cut is None:
             return None
         with t.lock:
             return self.retain(t, self.clock.now_ms())
 
     # ---- control plane --------------------------------------------------------------
-    def put_topic(self, name: str, config: TopicConfig) -> PutTopicResult:
-        """Create or replace a topic's config (API §2.1); durable before it takes effect."""
+    def put_topic(self, name: str, config: TopicConfig, if_absent: bool = False) -> PutTopicResult:
+        """Create or replace a topic's config (API §2.1); durable before it takes effect.
+        `if_absent` (a write's auto-create): an existing topic is left as it is."""
+        if not if_absent and name in self.topics and self.routers.feeding(name):
+            # A router dest: its copies are re-derived after a crash under the config the
+            # log ends with (they have no frames to order them with the change): the
+            # copies so far go into a snapshot first, and none lands until the change did.
+            with self.snapshot_lock, self.registry.lock, self.routers.lock:
+                self.settle_copies(self.routers.feeding(name))
+                return self._put_topic(name, config, if_absent)
+        return self._put_topic(name, config, if_absent)
+
+    def _put_topic(self, name: str, config: TopicConfig, if_absent: bool) -> PutTopicResult:
         if not valid_topic_name(name):
             raise invalid(f"invalid topic name {name!r}", {"topic": name})
         dl = config.dead_letter
@@ -431,6 +452,8 @@ class Engine:
         body = TopicCreateBody(name, config.to_json()).encode()
         with self.registry.lock:
             t = self.topics.get(name)
+            if t is not None and if_absent:
+                return PutTopicResult(name, False, t.config)
             if t is not None:
                 if t.config.type is not config.type:
                     raise SeglogError(
@@ -462,7 +485,11 @@ class Engine:
                         # Files left by a persistent period before a crash describe seqs
                         # the ephemeral topic has reissued since: recovery must not reuse them.
                         t.segments.store.drop_all()
-                    self.retain(t, self.clock.now_ms())
+                    cut = self.retain(t, self.clock.now_ms())
+                if cut is not None:
+                    # A tightened cap or TTL applies at once (SEMANTICS §2.1): its floor
+                    # is raised before the answer, not by whatever drains the topic next.
+                    self.drain(cut)
                 return PutTopicResult(name, False, config)
             cap = self.options.max_topics
             if cap and len(self.topics) >= cap:
@@ -702,6 +729,8 @@ class Engine:
         frames are queued without waking the WAL writer; the wait writes them here when
         the writer is idle (`Commit.wait`), saving two thread hand-offs."""
         recs, size = writes.checked_batch(records, node)
+        cfg = config if config is not None else TopicConfig()
+        creatable = create if create is not None else cfg.auto_create
         created = False
         t = self.registry.get(name)
         if t is not None and t.config.discard is Discard.REJECT and t.config.has_retention:
@@ -710,22 +739,49 @@ class Engine:
             if not may_wait:
                 return None
             self._retained(t)
-        if t is None:
-            cfg = config if config is not None else TopicConfig()
-            if not (create if create is not None else cfg.auto_create):
+        while t is None or t.deleted:  # absent, or deleted since it was looked up
+            if not creatable:
                 raise topic_not_found(name)
             if not may_wait:
                 return None
-            created = self.put_topic(name, cfg).created
+            # Only if still absent: a concurrent PUT's config stands (API §3: `config`
+            # is used only if this write creates the topic).
+            created = self.put_topic(name, cfg, if_absent=True).created
             t = self._topic(name)
+        pw = self._submit_write(t, recs, size, idempotency_key, caller_waits, created)
+        if pw is not None:
+            return pw
+        if not creatable:  # deleted since it was looked up
+            raise topic_not_found(name)
+        return self.write_begin(  # created again: the delete came first
+            name,
+            records,
+            node=node,
+            idempotency_key=idempotency_key,
+            create=create,
+            config=config,
+            may_wait=may_wait,
+            caller_waits=caller_waits,
+        )
+
+    def _submit_write(
+        self,
+        t: TopicState,
+        recs: RecordBatch,
+        size: int,
+        idempotency_key: str | None,
+        caller_waits: bool,
+        created: bool,
+    ) -> PendingWrite | None:
+        """`write_begin`'s part under the topic lock; None if the topic was deleted."""
         now = self.clock.now_ms()
         with t.lock:
             if t.deleted:
-                raise topic_not_found(name)
+                return None
             if idempotency_key is not None:
                 entry = writes.dedupe_lookup(t, idempotency_key, now)
                 if entry is not None:
-                    return PendingWrite(name, entry.op, False, True)
+                    return PendingWrite(t.name, entry.op, False, True)
             self.retain(t, now)
             writes.admit(t, len(recs), size)
             quota = self.options.max_total_bytes
@@ -741,8 +797,8 @@ class Engine:
             else:
                 head = None
         if head is not None:
-            self.publisher.notify(name, head)
-        return PendingWrite(name, op, created, False)
+            self.publisher.notify(t.name, head)
+        return PendingWrite(t.name, op, created, False)
 
     def submit_frames(self, topic_id: int, frames: list[bytes]) -> Commit:
         """Queue encoded fsync-flagged frames for `topic_id`'s shard without waiting (best-
@@ -797,8 +853,11 @@ class Engine:
         memory only after its WAL frame committed per the topic class."""
         if before_seq is None and match is None and not seqs:
             raise invalid("delete needs before_seq and/or match")
-        op = self._delete_begin(name, before_seq, match, seqs)
-        self.drain(op)
+        if self.routers.is_source(name):
+            op = self._delete_settled(name, before_seq, match, seqs)
+        else:
+            op = self._delete_begin(name, before_seq, match, seqs)
+            self.drain(op)
         if op.error is not None:
             raise op.error
         assert op.delete_result is not None
@@ -806,8 +865,31 @@ class Engine:
 
     def delete_begin(self, name: str, seqs: Sequence[int]) -> PendingOp:
         """Submit an explicit-seq delete without waiting (an event loop awaits the op with
-        `aio.finish_op`; the result is `op.delete_result`, or `op.error`)."""
+        `aio.finish_op`; the result is `op.delete_result`, or `op.error`). On a topic a
+        router reads (`delete_waits`) it is done here, waiting: call it off the loop."""
+        if self.routers.is_source(name):
+            return self._delete_settled(name, None, None, seqs)
         return self._delete_begin(name, None, None, seqs)
+
+    def delete_waits(self, name: str) -> bool:
+        """Whether a delete on `name` waits for its routers (and maybe a snapshot)."""
+        return self.routers.is_source(name)
+
+    def _delete_settled(
+        self, name: str, before_seq: int | None, match: Selector | None, seqs: Sequence[int]
+    ) -> PendingOp:
+        """A delete on a topic a router reads. Router copies are re-derived from the source
+        after a crash (SEMANTICS §8.4), walking it as replay left it: a record forwarded,
+        then deleted, would be skipped there — its copy lost and every later copy one seq
+        lower, so deletes of copies past the dest's replayed head would kill other records.
+        So the routers' copies so far go into a snapshot first when they moved since the
+        last one (`settle_copies`), and none forwards until the delete is applied: from
+        that snapshot on, re-derivation meets the source as the routers did."""
+        with self.snapshot_lock, self.registry.lock, self.routers.lock:
+            self.settle_copies([r for r in self.routers.all() if r.spec.source == name])
+            op = self._delete_begin(name, before_seq, match, seqs)
+            self.drain(op)
+        return op
 
     def _delete_begin(
         self, name: str, before_seq: int | None, match: Selector | None, seqs: Sequence[int]
@@ -839,7 +921,7 @@ class Engine:
         t = self._topic(name)
         if wait:
             self.forwarder.drain_into(name)
-            self._retained(t)
+            self._retained(t, strict=True)
         self.warm_cold(name, from_seq, limit, max_bytes)
         now = self.clock.now_ms()
         pins: list[PinnedSegment] = []
@@ -847,7 +929,8 @@ class Engine:
         with t.lock:
             if t.deleted:  # its segment files go once the delete's locks are released
                 raise topic_not_found(name)
-            self.retain(t, now)
+            if self.retain(t, now) is None and retention.unlogged(t, now):
+                raise internal(f"topic {name!r}: the eviction watermark could not be logged")
             picked = (
                 column_read.select_columns(t, from_seq, limit, max_bytes, now, filtered, packed)
                 if columnar

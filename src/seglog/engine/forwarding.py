@@ -185,7 +185,14 @@ class Forwarder:
                 return False  # a due watermark did not land: never walk what it expires
             if r.cursor >= s.head:
                 return False
-            trimmed = max(0, s.involuntary() - 1 - r.cursor)
+            trim_to = s.involuntary() - 1
+            own = max(s.evict_floor, s.expiry_floor)
+            if s.source_trim_floor > own and self.routers.on_cycle(spec.name):
+                # On a cycle, trims passed on would raise the other side's source-trim
+                # floor and come back as trims, forever (§12 invariant 11): only the
+                # source's own evictions go on; its holes are walked and consumed.
+                trim_to = min(trim_to, own)
+            trimmed = max(0, trim_to - r.cursor)
             start = r.cursor + trimmed
             end = min(s.head, start + BATCH)
             recs, missing, nxt, _tomb, _n = s.read(start, BATCH, frozenset(), _NO_BUDGET, now)
@@ -290,7 +297,6 @@ class Forwarder:
                 size=plan.size,
                 holes=trimmed,
                 owner=d,
-                leaf=not self.routers.is_source(d.name),
             )
             d.reserved = first + trimmed + len(plan.copies) - 1
             d.pending.append(op)

@@ -44,9 +44,6 @@ class PendingOp:
     idempotency_key: str | None = None
     # forward: source-trim holes at `first_seq ..` before the copies in `records`
     holes: int = 0
-    # forward into a topic no router reads: deletes past its replayed head meet the copies
-    # as they land (`deletes.reapply_deletes_past_head`)
-    leaf: bool = False
     # delete
     before_seq: int | None = None
     match: Selector | None = None

@@ -107,7 +107,7 @@ class Publisher:
             first = last_hole + 1
         if op.records:
             t.publish_batch(first, op.ts, op.records)
-            if t.deletes_past_head and op.leaf:
+            if t.deletes_past_head:  # recovery's re-derivation only
                 reapply_deletes_past_head(t, first, first + len(op.records) - 1)
         op.records = None
         return True
@@ -117,6 +117,12 @@ class Publisher:
         t.pending_count -= n
         t.pending_bytes -= op.size
         err = op.commit.error
+        if err is None and t.deleted:
+            # Committed, then the topic was deleted: its TopicDelete follows these frames
+            # in the log, so the write happened first and went with the topic.
+            op.records = None
+            op.write_result = _result(t, op, n, op.first_seq + n - 1)
+            return False
         if err is not None or t.deleted:
             if not t.deleted:
                 # Only this write fails: its seqs stay a hole, later writes keep theirs.
@@ -135,18 +141,22 @@ class Publisher:
         if t.deletes_past_head:
             prune_deletes_past_head(t)  # seqs a copy might have taken are this write's now
         op.records = None
-        op.write_result = WriteResult(
-            topic=t.name,
-            first_seq=op.first_seq,
-            last_seq=op.first_seq + n - 1,
-            seqs=list(range(op.first_seq, op.first_seq + n)),
-            head_seq=t.head,
-            count=n,
-            created=False,
-            deduped=False,
-            wal_append_ms=op.commit.wal_ms,
-            # fsync_ms is the class's own cost: a disk write that also carried its head
-            # reservation waited for an fsync, but that is not the class's ack condition.
-            fsync_ms=op.commit.fsync_ms if t.config.durability is Durability.FSYNC else 0.0,
-        )
+        op.write_result = _result(t, op, n, t.head)
         return True
+
+
+def _result(t: TopicState, op: PendingOp, n: int, head: int) -> WriteResult:
+    return WriteResult(
+        topic=t.name,
+        first_seq=op.first_seq,
+        last_seq=op.first_seq + n - 1,
+        seqs=list(range(op.first_seq, op.first_seq + n)),
+        head_seq=head,
+        count=n,
+        created=False,
+        deduped=False,
+        wal_append_ms=op.commit.wal_ms,
+        # fsync_ms is the class's own cost: a disk write that also carried its head
+        # reservation waited for an fsync, but that is not the class's ack condition.
+        fsync_ms=op.commit.fsync_ms if t.config.durability is Durability.FSYNC else 0.0,
+    )

@@ -695,6 +695,36 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
 
 
+def keep_reproducible_deletes(registry: Registry, routers: RouterTable) -> None:
+    """Before STORAGE §6 step 9: keep a topic's deletes past its replayed head only where
+    re-derivation puts each copy back at its seq — one router feeds the topic and its head
+    is where that router's copies end (`dest_base + forwarded_total`), so the k-th copy
+    lands at `dest_base + k` again (SEMANTICS §8.4). Anything else moved the copies (a
+    direct write among them, a failed write's hole, reservation padding, exactly-once
+    counting): a delete by seq would kill another record, so the copies it named are
+    forwarded again instead (at least once, §8.4)."""
+    for t in registry.all():
+        if not t.deletes_past_head:
+            continue
+        feeding = routers.feeding(t.name)
+        if len(feeding) != 1 or t.head != feeding[0].dest_base + feeding[0].forwarded_total:
+            log.info(
+                "topic %r: router copies re-derive at other seqs; %d delete(s) of copies "
+                "past the replayed head are not applied again (the copies come back)",
+                t.name,
+                len(t.deletes_past_head),
+            )
+            t.deletes_past_head = None
+
+
+def forget_deletes_past_head(topics: Iterable[TopicState]) -> None:
+    """After step 9: copies that did not land during recovery (a router held back) are
+    forwarded again later, like any copy published after the last snapshot (SEMANTICS
+    §8.4); their seqs may by then be other records'."""
+    for t in topics:
+        t.deletes_past_head = None
+
+
 def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
     """Seqs up to each topic's highest durable floor become holes, once every router
     re-derived what it could (after STORAGE §6 step 9). A floor above the replayed head

@@ -12,7 +12,7 @@ from seglog.core.frame_bodies import EvictWatermarkBody
 from seglog.core.frames import FrameType, encode_control
 from seglog.engine.ops import OpKind, PendingOp, Submit
 from seglog.engine.topic import RetentionCut, TopicState
-from seglog.errors import SeglogError
+from seglog.errors import SeglogError, internal
 
 log = logging.getLogger("seglog.engine")
 
@@ -43,6 +43,17 @@ def retain(t: TopicState, now: int, submit: Submit) -> PendingOp | None:
     return op
 
 
+def unlogged(t: TopicState, now: int) -> bool:
+    """After a pass under `t.lock`: whether a floor it must raise has no watermark in
+    flight (its submission was refused): a read must then fail, not pass the records the
+    floor covers without their tombstone (SEMANTICS §4.2 step 4)."""
+    cut = t.retention_cut(now)
+    if cut is None or not (cut.needs_watermark and t.persistent):
+        return False
+    inflight: PendingOp | None = t.pending_cut
+    return inflight is None or inflight.cut is None or not inflight.cut.covers(cut)
+
+
 def apply_cut(t: TopicState, cut: RetentionCut) -> None:
     """Raise the floors, pop the dead front, drop sealed segments that became fully dead."""
     t.apply_cut(cut)
@@ -56,6 +67,7 @@ def apply_evict(t: TopicState, op: PendingOp) -> None:
         t.pending_cut = None
     if op.commit.error is not None:
         log.warning("topic %r: eviction watermark failed: %s", t.name, op.commit.error)
+        op.error = internal(f"eviction watermark failed: {op.commit.error}")
         return
     assert op.cut is not None
     apply_cut(t, op.cut)

@@ -160,8 +160,9 @@ class Guard:
         cap = st.settings.max_inflight_per_key
         # A watch stream is not authenticated here (its session binding is checked by the
         # route) and holds no in-flight slot: stream GETs release theirs once open (§11).
-        # A `/work` stream is authenticated here but holds no in-flight slot either.
-        counted = not exempt and not work
+        # A `/work` stream is authenticated here, so it needs a free slot to open, and
+        # gives it back at once.
+        counted = not exempt
         key = principal.key_id if (auth_on and principal is not None and counted) else None
         if key is not None and cap:
             n = st.inflight.get(key, 0)
@@ -171,7 +172,10 @@ class Guard:
                     SeglogError(ErrorCode.THROTTLED, "too many in-flight requests", retry_after=1),
                 )
                 return
-            st.inflight[key] = n + 1
+            if work:
+                key = None
+            else:
+                st.inflight[key] = n + 1
         try:
             direct = None if scope.get("root_path") else direct_endpoint(scope["method"], path)
             if direct is None:

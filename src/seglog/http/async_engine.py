@@ -214,6 +214,8 @@ class AsyncEngine:
     async def ack(self, name: str, node: str, seqs: list[int], fences: list[int]) -> SettleResult:
         """The delete's commit is awaited on the loop, as a write's is."""
         q = self.engine.queues
+        if self.engine.delete_waits(name):
+            return await blocking(q.ack, name, node, seqs, fences)
         await self._retained(name)
         a = q.ack_begin(name, node, seqs, fences)
         if a.delete is not None:

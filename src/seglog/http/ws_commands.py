@@ -86,11 +86,21 @@ def request_id_of(cmd: Any, text: str) -> Any:
     if rid is None or isinstance(rid, str | bool | int):  # orjson's ints are exact
         return rid
     try:
-        check_integers(text.encode())
-        return rid
-    except SeglogError:
-        exact = json.loads(text).get("request_id")
-        return orjson.Fragment(json.dumps(exact, separators=(",", ":"), ensure_ascii=False))
+        try:
+            check_integers(text.encode())
+        except SeglogError:
+            rid = json.loads(text).get("request_id")
+        else:
+            orjson.dumps(rid)  # orjson writes 255 levels (it reads 1024)
+            return rid
+    except TypeError:
+        pass  # deeper than orjson writes: the standard library's encoder echoes it
+    except RecursionError:
+        raise malformed("request_id is nested too deeply to echo back") from None
+    try:
+        return orjson.Fragment(json.dumps(rid, separators=(",", ":"), ensure_ascii=False))
+    except RecursionError:
+        raise malformed("request_id is nested too deeply to echo back") from None
 
 
 def error_message(request_id: Any, err: SeglogError, with_request_id: bool = True) -> bytes:

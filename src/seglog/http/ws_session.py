@@ -174,8 +174,9 @@ class WsSession:
             except orjson.JSONDecodeError as e:
                 await self._put(coded_error(None, "invalid_json", f"unparseable command: {e}"))
                 continue
-            rid = request_id_of(cmd, text)
+            rid = None
             try:
+                rid = request_id_of(cmd, text)
                 if not isinstance(cmd, dict):
                     raise SeglogError(ErrorCode.INVALID_REQUEST, "a command is a JSON object")
                 await self._put(await self._command(cmd, rid, text))

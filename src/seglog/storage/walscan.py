@@ -311,7 +311,9 @@ def _classify(key: str, start: Position, files: list[FileScan]) -> GroupScan:
     out: list[FileScan] = []
     for f, n_after in zip(files, after, strict=True):
         kind: TailKind = "clean"
-        if f.garbage and n_after:
+        # A start file shorter than where the snapshot saw its frames go on lost them.
+        cut_short = f.start > f.size
+        if (f.garbage or cut_short) and n_after:
             kind = "corrupt"
             if corruption is None:
                 corruption = Corruption(f.path, f.end, n_after, f.idx)

@@ -1,0 +1,201 @@
+"""Router copies re-derived after a crash (SEMANTICS §8.4, §7.1, §10.4, §12 invariants 3,
+7, 11, 12; STORAGE §6 step 9): deletes of copies past a replayed head apply only to the
+copies they named, and only while recovery re-derives them; a delete on a topic a router
+reads, and a config change of a router's dest, first settle the router in a snapshot."""
+
+from __future__ import annotations
+
+import pytest
+
+from seglog.clock import ManualClock
+from seglog.core.leases import Claimer
+from seglog.engine.engine import Engine
+from seglog.model import Discard, Durability, RecordIn, Selector, TopicConfig, TopicType
+from seglog.router_model import RouterSpec
+from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
+from tests.support.faultfs import FaultFs
+
+
+def _reopen(e: Engine, fs: FaultFs, clock: ManualClock) -> Engine:
+    img = image(fs, "process")
+    abandon(e, fs)
+    return open_engine(img, clock=clock)
+
+
+def test_a_delete_of_copies_no_recovery_brings_back_spares_new_copies_after_restart() -> None:
+    """SEMANTICS §7.1 ("only records existing at call time can be deleted"), §12 invariant 7
+    (deletes are point-in-time) and §8.4 (no silent loss): an ack logged before a crash for a
+    copy an ephemeral source can no longer re-derive stays in `deletes_past_head` after
+    recovery, and the first new copy forwarded into that seq after the restart is deleted."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("s", TopicConfig(durability=Durability.EPHEMERAL))
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "q"))
+    e.snapshot()
+    e.write("s", [RecordIn.of("a"), RecordIn.of("b")])
+    jobs = e.queues.claim("q", [Claimer("w", 2)], None).jobs[0]
+    assert [j.record.seq for j in jobs] == [1, 2]
+    assert e.queues.ack("q", "w", [2], []).done == [2]
+    e2 = _reopen(e, fs, clock)
+    try:
+        e2.write("s", [RecordIn.of("c"), RecordIn.of("d")])  # acked after the restart
+        again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
+        assert [j.record.data for j in again] == ["c", "d"]
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_a_match_delete_of_lost_copies_spares_a_write_acked_after_restart() -> None:
+    """SEMANTICS §7.1 / §12 invariants 3 and 7: a match delete logged before a crash whose
+    bound lies past the replayed head (copies of an ephemeral source, never re-derived) is
+    re-run by the first router copy landing after the restart — over the whole topic, so
+    an fsync write acked after the restart is deleted."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("s", TopicConfig(durability=Durability.EPHEMERAL))
+    e.put_topic("d", TopicConfig(durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.snapshot()
+    e.write("s", [RecordIn.of("x", tag="t"), RecordIn.of("y")])
+    e.forwarder.forward_all()
+    e.delete_records("d", match=Selector.parse(["tag", "Eq", "t"]))
+    assert [r.data for r in read_all(e, "d").values()] == ["y"]
+    e2 = _reopen(e, fs, clock)
+    try:
+        w = e2.write("d", [RecordIn.of("w", tag="t")])  # acked (fsync) after the restart
+        e2.write("s", [RecordIn.of("z")])
+        e2.forwarder.forward_all()
+        live = {r.data for r in read_all(e2, "d").values()}
+        assert "w" in live, f"acked write at seq {w.first_seq} deleted; live: {live}"
+        assert "z" in live
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_deletes_in_a_middle_topic_behind_backpressure_stay_after_a_crash() -> None:
+    """SEMANTICS §7.1 / §12 invariant 7 (deletes are permanent): s → b → c, b reject-capped.
+    After a crash recovery's forwarding stops at b's cap, the deletes past b's head are
+    redone once (`Engine.open`), and the copies re-derived later into b (a topic a router
+    reads, so `PendingOp.leaf` is False) never meet the delete still in
+    `deletes_past_head`: a record deleted before the crash is live again."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic(
+        "b",
+        TopicConfig(durability=Durability.FSYNC, cap_records=2, discard=Discard.REJECT),
+    )
+    e.put_topic("c", TopicConfig(durability=Durability.FSYNC))
+    e.put_router(RouterSpec("sb", "s", "b"))
+    e.put_router(RouterSpec("bc", "b", "c"))
+    e.snapshot()
+    doomed = Selector.parse(["tag", "Eq", "t"])
+    e.write("s", [RecordIn.of(f"x{i}", tag="t" if i < 3 else None) for i in range(4)])
+    e.forwarder.forward_all()  # x0, x1 into b (full), then on to c
+    e.delete_records("b", match=doomed)
+    e.forwarder.forward_all()  # x2, x3 into b
+    e.delete_records("b", match=doomed)
+    assert {s: r.data for s, r in read_all(e, "b").items()} == {4: "x3"}
+    e2 = _reopen(e, fs, clock)
+    try:
+        e2.forwarder.forward_all()
+        assert {s: r.data for s, r in read_all(e2, "b").items()} == {4: "x3"}
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_an_acked_job_in_a_queue_a_router_reads_stays_acked_after_a_crash() -> None:
+    """SEMANTICS §10.4 (an ack permanently deletes the job; `fsync`: durable before the
+    response), §12 invariant 7. The queue variant of the middle-topic case: q feeds a router
+    (so its forwarded copies are not `leaf`), q is reject-capped; recovery's forwarding stops
+    at the cap, `redo_deletes_past_head` runs once, and the job acked before the crash is
+    re-derived afterwards with nothing left to delete it: claimable again."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic(
+        "q",
+        TopicConfig(
+            type=TopicType.QUEUE,
+            durability=Durability.FSYNC,
+            cap_records=2,
+            discard=Discard.REJECT,
+        ),
+    )
+    e.put_router(RouterSpec("sq", "s", "q"))
+    e.put_router(RouterSpec("audit", "q", "log"))
+    e.snapshot()
+    e.write("s", [RecordIn.of(f"j{i}") for i in range(4)])
+    done: list[str] = []
+    for want in (2, 1):
+        jobs = e.queues.claim("q", [Claimer("w", want)], None).jobs[0]
+        assert e.queues.ack("q", "w", [j.record.seq for j in jobs], []).done
+        done += [j.record.data for j in jobs]
+    assert done == ["j0", "j1", "j2"]
+    e2 = _reopen(e, fs, clock)
+    try:
+        again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
+        assert [j.record.data for j in again] == ["j3"]
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_an_ack_never_deletes_another_job_when_the_queue_also_takes_direct_writes() -> None:
+    """SEMANTICS §8.2 (a dest may still take direct writes), §10.4 (an ack deletes exactly
+    the acked seq), §12 invariants 3 and 7. q is fed by a router and by a direct write, so
+    after a crash the replayed direct write holds its seq and the re-derived copies land
+    after it, at other seqs than before. `reapply_deletes_past_head` deletes the seqs the ack
+    named, whatever landed there: the unacked job x is deleted (lost) and the acked job y
+    comes back. Now the copies re-derive at other seqs, so the ack is not applied again:
+    y is forwarded again, as any copy published after the last snapshot may be (§8.4,
+    at least once), and no job is lost."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "q"))
+    e.snapshot()
+    e.write("s", [RecordIn.of("x")])
+    e.forwarder.forward_all()  # q1 = x
+    e.write("q", [RecordIn.of("w")])  # q2 = w, logged
+    e.write("s", [RecordIn.of("y")])
+    e.forwarder.forward_all()  # q3 = y
+    assert {s: r.data for s, r in read_all(e, "q").items()} == {1: "x", 2: "w", 3: "y"}
+    jobs = e.queues.claim("q", [Claimer("w", 3)], None).jobs[0]
+    assert [j.record.seq for j in jobs] == [1, 2, 3]
+    assert e.queues.ack("q", "w", [3], []).done == [3]  # y acked, fsynced
+    e2 = _reopen(e, fs, clock)
+    try:
+        again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
+        assert sorted(j.record.data for j in again) == ["w", "x", "y"]
+    finally:
+        e2.close(snapshot=False)
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_a_copy_deleted_in_the_dest_after_its_source_record_was_deleted_stays_deleted(
+    kind: ImageKind,
+) -> None:
+    """s → d (`fsync` both): three copies forwarded since the snapshot, then the source
+    record behind the first is deleted and the second copy is deleted in d (both acked,
+    durable). Re-derivation used to skip the deleted source record, so every later copy
+    landed one seq lower: after a crash d held b (deleted by the client, back) and had
+    lost a and c. The source delete now settles the router in a snapshot first (SEMANTICS
+    §8.4, §12 invariants 7, 10, 12)."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("s", TopicConfig(durability=Durability.FSYNC))
+    e.put_topic("d", TopicConfig(durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "s", "d"))
+    e.snapshot()
+    e.write("s", [RecordIn.of(x) for x in ("a", "b", "c")])
+    assert {s: r.data for s, r in read_all(e, "d").items()} == {1: "a", 2: "b", 3: "c"}
+    e.delete_records("s", seqs=[1])
+    e.delete_records("d", seqs=[2])
+    live = {s: r.data for s, r in read_all(e, "d").items()}
+    assert live == {1: "a", 3: "c"}
+    img = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(img, clock=clock)
+    try:
+        assert {s: r.data for s, r in read_all(e2, "d").items()} == live
+    finally:
+        e2.close(snapshot=False)
