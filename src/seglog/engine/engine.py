@@ -1042,7 +1042,8 @@ class Engine:
         )
 
     def _create_default_topic(self, name: str) -> None:
-        self.put_topic(name, TopicConfig())
+        # Under the snapshot lock (a router's missing endpoint): must never settle.
+        self.put_topic(name, TopicConfig(), if_absent=True)
 
     def put_router(self, spec: RouterSpec) -> PutRouterResult:
         return self._router_control().put(spec)
