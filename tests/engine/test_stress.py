@@ -12,6 +12,9 @@ files:
   two workers at once, an acked job is never claimed again, and a claimed job is a record
   written to that queue (SEMANTICS §10.3–§10.4, §10.8); an acked job is a delete the
   oracle holds the recovered images to, per the queue's class;
+- a router mirrors the `disk` topic `s-d` (which the deleter also deletes from) into
+  `m-d`: after every check, `m-d` holds copies of records written to `s-d`, in their
+  source order, none twice, and a copy of every record live in `s-d` (SEMANTICS §8.4);
 - maintenance takes snapshots, writes the queued delete flags of sealed records and seals
   segments, as the server's maintenance pass does;
 - an admin creates, reconfigures (class and cap changes, ephemeral/memory → disk/fsync
@@ -47,7 +50,16 @@ from seglog.engine.engine import Engine
 from seglog.engine.maintenance import seal_topic
 from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Durability, RecordIn, Selector, TopicConfig, TopicType
-from tests.engine.oracle import Control, Oracle, abandon, open_engine, snapshot, wait_until
+from seglog.router_model import RouterSpec
+from tests.engine.oracle import (
+    Control,
+    Oracle,
+    abandon,
+    open_engine,
+    read_all,
+    snapshot,
+    wait_until,
+)
 from tests.support.faultfs import FaultFs, RandomFaults
 
 SEEDS = int(os.environ.get("SEGLOG_STRESS_SEEDS", "3"))
@@ -105,6 +117,7 @@ class Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
     # Queue jobs: (topic, seq) → the worker leasing it now; → the instant its ack returned.
     held: dict[tuple[str, int], str] = field(default_factory=dict)
+    mirrored: dict[int, bytes] = field(default_factory=dict)  # the mirror at the crash
     acked_jobs: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def payload(self, who: str, k: int, pad: int) -> bytes:
@@ -286,6 +299,18 @@ def queue_worker(run: Run, idx: int) -> None:
         run.bump(who)
 
 
+def router_worker(run: Run) -> None:
+    """Forwards as the server's router worker does (it drains dirty sources every 50 ms),
+    so copies are made between snapshots, while the deleter deletes their sources."""
+    while not run.stop.is_set():
+        try:
+            run.e.forwarder.forward_all()
+        except SeglogError as err:
+            if err.code not in (ErrorCode.INTERNAL, ErrorCode.THROTTLED):
+                run.oracle.bug(f"router worker: forwarding raised {err!r}")
+        run.bump("fwd")
+
+
 def maintenance(run: Run) -> None:
     rng = random.Random(run.seed * 15485863 + run.progress.get("epoch", 0))
     e = run.e
@@ -345,6 +370,7 @@ def run_epoch(run: Run, churn_exists: dict[str, bool]) -> tuple[FaultFs, FaultFs
     run.progress = {"epoch": run.progress.get("epoch", 0)}
     threads = [guarded(run, f"w{i}", partial(writer, run, i)) for i in range(WRITERS)]
     threads.append(guarded(run, "del", partial(deleter, run)))
+    threads.append(guarded(run, "fwd", partial(router_worker, run)))
     threads += [guarded(run, f"q{i}", partial(queue_worker, run, i)) for i in range(QUEUE_WORKERS)]
     bounded = [
         guarded(run, "maint", partial(maintenance, run)),
@@ -365,6 +391,9 @@ def run_epoch(run: Run, churn_exists: dict[str, bool]) -> tuple[FaultFs, FaultFs
         t = run.oracle.tick()
         proc = fs.process_crash_image()
         power = fs.crash_image("none")
+    # The copies published so far (without forwarding): those of records acked before
+    # `t` are re-derived at the same seqs from the process image.
+    run.mirrored = mirrored_now(run.e)
     assert run.e.wal is not None
     ro = bool(run.e.wal.metrics().read_only)  # latched: then failed writes may reappear
     run.stop.set()
@@ -372,6 +401,61 @@ def run_epoch(run: Run, churn_exists: dict[str, bool]) -> tuple[FaultFs, FaultFs
         th.join(60)
         assert not th.is_alive(), f"{th.name} hangs"
     return proc, power, t, ro
+
+
+MIRROR_SOURCE, MIRROR = "s-d", "m-d"
+
+
+def mirrored_now(e: Engine) -> dict[int, bytes]:
+    """The mirror's copies as published now, without forwarding first."""
+    out: dict[int, bytes] = {}
+    cursor = 0
+    while True:
+        r = e.read(MIRROR, cursor, limit=1000, max_bytes=8 << 20, wait=False)
+        out.update((rec.seq, rec.data_json) for rec in r.records)
+        if r.caught_up or r.next_from_seq == cursor:
+            return out
+        cursor = r.next_from_seq
+
+
+def copies_kept(oracle: Oracle, e: Engine, before: dict[int, bytes], t: int) -> list[str]:
+    """After a process crash at `t`: every copy of a record acked before `t` is back at its
+    seq (SEMANTICS §8.4: re-derivation reproduces the dest's seqs; the dest has no other
+    writer), also when its source record was deleted after it was forwarded."""
+    after = {seq: r.data_json for seq, r in read_all(e, MIRROR).items()}
+    problems: list[str] = []
+    for seq, data in sorted(before.items()):
+        w, _k = oracle.by_data[data]
+        if w.outcome == "acked" and w.end < t and after.get(seq) != data:
+            got = after.get(seq)
+            problems.append(f"{MIRROR}:{seq}: copy {data!r} before the crash, {got!r} after")
+    return problems
+
+
+def mirror_problems(oracle: Oracle, e: Engine, kind: str) -> list[str]:
+    """The router's dest against its source (reading the dest forwards first, §8.5)."""
+    src = {r.data_json for r in read_all(e, MIRROR_SOURCE).values()}
+    copies = read_all(e, MIRROR)
+    problems: list[str] = []
+    seen: set[bytes] = set()
+    last = 0
+    for seq, r in sorted(copies.items()):
+        hit = oracle.by_data.get(r.data_json)
+        if hit is None or hit[0].topic != MIRROR_SOURCE:
+            problems.append(f"{MIRROR}:{seq} ({kind}): not a record of {MIRROR_SOURCE}")
+            continue
+        if r.data_json in seen:
+            problems.append(f"{MIRROR}:{seq} ({kind}): a second copy of {r.data_json!r}")
+        seen.add(r.data_json)
+        w, k = hit
+        if w.seqs:
+            if w.seqs[k] <= last:
+                problems.append(f"{MIRROR}:{seq} ({kind}): source seq {w.seqs[k]} after {last}")
+            last = w.seqs[k]
+    missing = src - seen
+    if missing:
+        problems.append(f"{MIRROR} ({kind}): no copy of {len(missing)} live source records")
+    return problems
 
 
 def refused_after_read_only(err: Exception, ro: bool) -> bool:
@@ -390,6 +474,8 @@ def stress(seed: int) -> dict[str, int]:
     run = Run(seed, oracle, e)
     for name, cfg in STABLE.items():
         assert run.control(oracle.create(name, cfg), partial(e.put_topic, name, cfg))
+    e.put_topic(MIRROR, TopicConfig(durability=D))  # only the router writes it
+    e.put_router(RouterSpec("mirror", MIRROR_SOURCE, MIRROR))
     churn_exists = dict.fromkeys(CHURN, False)
     injected: dict[str, int] = {}
     problems: list[str] = []
@@ -403,6 +489,8 @@ def stress(seed: int) -> dict[str, int]:
         problems += [
             f"[epoch {epoch} live] {p}" for p in oracle.check(run.e, oracle.tick(), "live")
         ]
+        if not ro:
+            problems += [f"[epoch {epoch}] {p}" for p in mirror_problems(oracle, run.e, "live")]
         abandon(run.e, fs)
         shards = layout[epoch + 1]
         # power cut: a dead-end branch (checked, probed, closed)
@@ -413,6 +501,8 @@ def stress(seed: int) -> dict[str, int]:
                 problems.append(f"[epoch {epoch} power] recovery failed: {err!r}")
         else:
             problems += [f"[epoch {epoch} power] {p}" for p in oracle.check(ep, t, "power", ro)]
+            if not ro:
+                problems += [f"[epoch {epoch}] {p}" for p in mirror_problems(oracle, ep, "power")]
             problems += [f"[epoch {epoch} power] {p}" for p in oracle.probe(ep, t, ro, False)]
             abandon(ep, power)
         # process crash: the lineage the run continues on
@@ -424,6 +514,9 @@ def stress(seed: int) -> dict[str, int]:
             injected["refused_after_read_only"] = 1
             break  # this lineage needs an operator's repair: the run ends here
         problems += [f"[epoch {epoch} process] {p}" for p in oracle.check(en, t, "process", ro)]
+        if not ro:
+            problems += [f"[epoch {epoch}] {p}" for p in mirror_problems(oracle, en, "process")]
+            problems += [f"[epoch {epoch}] {p}" for p in copies_kept(oracle, en, run.mirrored, t)]
         oracle.resolve(en, t, ro)
         # The lineage goes on from the image: leases are the recovered ones (none that
         # the workers know of), and only acks that returned before `t` happened in it.

@@ -78,6 +78,9 @@ from seglog.storage.wal import Wal
 from seglog.storage.wal_commit import Commit, WalError, WalQueueFull
 from seglog.storage.wal_metrics import WalMetrics
 
+# `Engine.read_version`: topic id, head, live count, earliest seq, dedupe_node.
+ReadVersion = tuple[int, int, int, int, bool]
+
 log = logging.getLogger("seglog.engine")
 
 
@@ -268,7 +271,7 @@ class Engine:
         self.queues.relog_leases()
         return mark.id
 
-    def settle_copies(self, routers: Sequence[Router]) -> None:
+    def settle_copies(self, routers: Sequence[Router], strict: bool = False) -> None:
         """Before a frame that ends re-derivation through `routers` — a RouterDelete, a
         changed spec, a source's TopicDelete — forward what they owe, then snapshot. Router
         copies are never logged: after a crash, replay re-derives them from the source
@@ -288,6 +291,8 @@ class Engine:
         try:
             self._snapshot_held()
         except Exception as e:
+            if strict:
+                raise internal(f"snapshot before settling router copies failed: {e}") from e
             # Refusing would keep an operator from deleting a topic or a router on a full
             # disk, the very time they must; the loss needs a crash before the next
             # snapshot, and is said here.
@@ -436,7 +441,7 @@ class Engine:
             # log ends with (they have no frames to order them with the change): the
             # copies so far go into a snapshot first, and none lands until the change did.
             with self.snapshot_lock, self.registry.lock, self.routers.lock:
-                self.settle_copies(self.routers.feeding(name))
+                self.settle_copies(self.routers.feeding(name), strict=True)
                 return self._put_topic(name, config, if_absent)
         return self._put_topic(name, config, if_absent)
 
@@ -886,7 +891,9 @@ class Engine:
         last one (`settle_copies`), and none forwards until the delete is applied: from
         that snapshot on, re-derivation meets the source as the routers did."""
         with self.snapshot_lock, self.registry.lock, self.routers.lock:
-            self.settle_copies([r for r in self.routers.all() if r.spec.source == name])
+            # Strict: a delete refused (nothing changes) beats copies moved after a crash.
+            readers = [r for r in self.routers.all() if r.spec.source == name]
+            self.settle_copies(readers, strict=True)
             op = self._delete_begin(name, before_seq, match, seqs)
             self.drain(op)
         return op
@@ -1096,17 +1103,28 @@ class Engine:
         cfg = t.config
         return effective_priority(cfg.priority, cfg.auto_priority, t.last_consumed_ms, now_ms)
 
-    def read_version(self, name: str) -> tuple[int, int, int, int] | None:
+    def read_version(self, name: str) -> ReadVersion | None:
         """What a read of `name` sees, as a key for sharing one read among many readers at
-        the same cursor (live delivery): topic id, head, live count and earliest seq. A
-        publish moves the head, a delete the count, an eviction the earliest seq, so equal
-        keys mean equal reads — except under a TTL, where time alone hides records: None.
-        A read made after taking the key is at least as new as the key."""
+        the same cursor (live delivery): topic id, head, live count, earliest seq and
+        whether the node filter applies (`dedupe_node`). A publish moves the head, a delete
+        the count, an eviction the earliest seq, so equal keys mean equal reads — except
+        under a TTL, where time alone hides records: None. A read made after taking the
+        key is at least as new as the key."""
         t = self.registry.get(name)
         if t is None or t.config.ttl_ms:
             return None
         with t.lock:
-            return (t.topic_id, t.head, t.count, t.earliest())
+            return (t.topic_id, t.head, t.count, t.earliest(), t.config.dedupe_node)
+
+    def mark_read(self, name: str) -> None:
+        """A read answered without the engine (a shared live-delivery batch) still marks
+        the topic consumed and read (SEMANTICS §4.5, §11)."""
+        t = self.registry.get(name)
+        if t is not None:
+            now = self.clock.now_ms()
+            with t.lock:
+                t.last_read_ts = now
+                t.last_consumed_ms = now
 
     def total_bytes(self) -> int:
         return sum(t.bytes for t in list(self.topics.values()))

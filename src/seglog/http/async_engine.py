@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 from seglog.core.leases import Claimer
 from seglog.engine.aio import finish_op, finish_write
-from seglog.engine.engine import Engine
+from seglog.engine.engine import Engine, ReadVersion
 from seglog.engine.queues import ClaimResult, Job, PendingAck, SettleResult
 from seglog.engine.stats import EngineStats
 from seglog.errors import ErrorCode, SeglogError
@@ -92,8 +92,11 @@ class AsyncEngine:
     def head_of(self, name: str) -> int:
         return self.engine.head_of(name)
 
-    def read_version(self, name: str) -> tuple[int, int, int, int] | None:
+    def read_version(self, name: str) -> ReadVersion | None:
         return self.engine.read_version(name)
+
+    def mark_read(self, name: str) -> None:
+        self.engine.mark_read(name)
 
     async def get_topic(self, name: str, touch: bool) -> TopicInfo:
         """A topic's state, as a read sees it: forwarding into it and a retention

@@ -3,9 +3,9 @@ same cursor (SSE watch and WebSocket subscriptions, SEMANTICS §9).
 
 Readers that tail a topic sit at the same cursor, so after a publish they all ask for the
 same read. The first one reads (the engine's normal read: retention pass, tombstone rule,
-walk) and encodes the `records` array once; the others reuse both, keyed by the topic's
-`read_version` (id, head, live count, earliest seq — equal keys mean equal reads) plus the
-cursor and the delivery options. Topics with a TTL are never shared (time alone changes
+walk) and encodes the `records` array once; the others reuse both (still marking the
+topic read), keyed by the topic's `read_version` (id, head, live count, earliest seq,
+`dedupe_node` — equal keys mean equal reads) plus the cursor and the delivery options. Topics with a TTL are never shared (time alone changes
 what a read sees). A slow reader is not a special case: it simply asks for an older cursor
 later and gets an uncached read from the log.
 
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
+from seglog.engine.engine import ReadVersion
 from seglog.http.async_engine import AsyncEngine
 from seglog.http.responses import records_array
 from seglog.http.watch_request import DeliveryOptions
@@ -53,7 +54,7 @@ class FeedBatch:
         return self.next_cursor == self.head_seq
 
 
-_Key = tuple[str, tuple[int, int, int, int], int, DeliveryOptions]
+_Key = tuple[str, ReadVersion, int, DeliveryOptions]
 
 
 class TopicFeed:
@@ -74,6 +75,7 @@ class TopicFeed:
             if hit is not None:
                 self._cache.move_to_end(key)
                 self.shared += 1
+                self._db.mark_read(topic)
                 return hit
         batch = await self._read(topic, cursor, opts)
         if key is not None:

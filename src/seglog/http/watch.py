@@ -14,7 +14,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from seglog.core.sse import decode_cursor_map, rewind
-from seglog.errors import ErrorCode, SeglogError, topic_not_found
+from seglog.errors import ErrorCode, SeglogError
 from seglog.http.app_state import RAW_SEND, ServerState, server_state
 from seglog.http.auth import Scope as KeyScope
 from seglog.http.auth import bearer_token
@@ -61,8 +61,6 @@ async def create(request: Request) -> Response:
             "head_seq": info.head_seq,
             "earliest_seq": info.earliest_seq,
         }
-    if not cursors:
-        raise topic_not_found(next(iter(req.topics)))
     owner = who.key_id if st.keyring.enabled else None
     options = {name: req.options.for_topic(req.topics[name]) for name in cursors}
     session = st.watch.create(owner, options, req.heartbeat_ms, cursors)
