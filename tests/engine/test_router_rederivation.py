@@ -199,3 +199,42 @@ def test_a_copy_deleted_in_the_dest_after_its_source_record_was_deleted_stays_de
         assert {s: r.data for s, r in read_all(e2, "d").items()} == live
     finally:
         e2.close(snapshot=False)
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_acks_of_jobs_a_snapshot_saw_forwarded_take_no_snapshot_and_stay_after_a_crash(
+    kind: ImageKind,
+) -> None:
+    """q (an `fsync` queue) is read by a router (an audit trail). Acks of jobs that the
+    newest snapshot saw forwarded cannot move a copy, so they take no snapshot; an ack of
+    a job forwarded since does. After a crash the acked jobs stay acked and the audit keeps
+    every copy at its seq (SEMANTICS §8.4, §10.4)."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+    e.put_topic("audit", TopicConfig(durability=Durability.FSYNC))
+    e.put_router(RouterSpec("r", "q", "audit"))
+    e.write("q", [RecordIn.of(f"j{i}") for i in range(4)])
+    e.forwarder.forward_all()
+    e.snapshot()
+    first = e.last_snapshot
+    jobs = e.queues.claim("q", [Claimer("w", 2)], None).jobs[0]
+    assert e.queues.ack("q", "w", [j.record.seq for j in jobs], []).done == [1, 2]
+    assert e.last_snapshot == first  # covered: no snapshot
+    e.write("q", [RecordIn.of("j4")])
+    e.forwarder.forward_all()  # audit 5 = j4, after the snapshot
+    jobs = e.queues.claim("q", [Claimer("w", 3)], None).jobs[0]
+    assert [j.record.data for j in jobs] == ["j2", "j3", "j4"]
+    assert e.queues.ack("q", "w", [5], []).done == [5]
+    assert e.last_snapshot != first  # j4's copy was made since: settled first
+    audit = {s: r.data for s, r in read_all(e, "audit").items()}
+    assert audit == {1: "j0", 2: "j1", 3: "j2", 4: "j3", 5: "j4"}
+    img = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(img, clock=clock)
+    try:
+        assert {s: r.data for s, r in read_all(e2, "audit").items()} == audit
+        left = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
+        assert [j.record.data for j in left] == ["j2", "j3"]
+    finally:
+        e2.close(snapshot=False)
