@@ -37,9 +37,7 @@ from seglog.engine.publisher import Publisher
 from seglog.engine.recovery import (
     Replayed,
     SealedReader,
-    forget_deletes_past_head,
     held_runs,
-    keep_reproducible_deletes,
     pad_to_floors,
     replay,
 )
@@ -347,12 +345,9 @@ class OfflineDir:
         return reused
 
     def _forward(self) -> None:
-        """§6 step 9 in memory, as the server's recovery does it: deletes past a replayed
-        head meet the re-derived copies where those land at their seqs again, and heads
-        rise to durable floors."""
-        keep_reproducible_deletes(self._rp.registry, self._rp.routers)
+        """§6 step 9 in memory, as the server's recovery does it, and heads rise to durable
+        floors."""
         self._derive_copies()
-        forget_deletes_past_head(self._rp.registry.all())
         pad_to_floors(self._rp.registry.all(), self.point.now_ms)
 
     def _derive_copies(self) -> None:

@@ -217,6 +217,39 @@ def test_record_cap_evictions_of_router_copies_stay_after_the_cap_is_removed_and
         abandon(e2, img)
 
 
+@pytest.mark.parametrize("kind", ["process", "power"])
+def test_record_cap_evictions_of_router_copies_stay_after_a_dest_delete_and_a_crash(
+    kind: ImageKind,
+) -> None:
+    """Same invariants as above (SEMANTICS §1.1, §4.1, §4.2 step 2: the cap counts *live*
+    records), reached without any config change.
+
+    Router a→b between `fsync` topics; b has `cap_records: 2`. Four copies land in b
+    (1..4); the cap evicts 1..2. Then a delete in b kills copy 3 (tag t1): b holds only
+    seq 4. Recovery used to re-derive all four copies, apply b's logged delete after them
+    and only then run the cap: with 3 dead, the live count was 3, so the cap evicted only
+    seq 1 and the evicted copy at seq 2 came back. The delete (durable, `fsync`) now
+    settles the router first, so it replays against the copies as they were."""
+    fs, clock = FaultFs(), ManualClock()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("a", TopicConfig(durability=Durability.FSYNC))
+    e.put_topic("b", TopicConfig(durability=Durability.FSYNC, cap_records=2))
+    e.put_router(RouterSpec("ab", "a", "b"))
+    e.write("a", [RecordIn.of({"k": i}, tag=t) for i, t in enumerate(["x", "x", "t1", "x"], 1)])
+    e.forwarder.forward_all()
+    assert sorted(_datas(e, "b")) == [3, 4]
+    assert e.delete_records("b", match=Selector("Eq", "t1")).deleted == 1
+    before = _datas(e, "b")
+    assert sorted(before) == [4]
+    img = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(img, clock=clock)
+    try:
+        assert _datas(e2, "b") == before
+    finally:
+        abandon(e2, img)
+
+
 def test_source_trim_holes_do_not_go_round_a_router_cycle_forever() -> None:
     """SEMANTICS §12 invariant 11 ("routers never loop forever"), §8.2 (a cycle is bounded by
     the hop count), §8.5 (drain "until no progress"), and clean-restart equivalence.

@@ -1,7 +1,8 @@
 """Router copies re-derived after a crash (SEMANTICS §8.4, §7.1, §10.4, §12 invariants 3,
-7, 11, 12; STORAGE §6 step 9): deletes of copies past a replayed head apply only to the
-copies they named, and only while recovery re-derives them; a delete on a topic a router
-reads, and a config change of a router's dest, first settle the router in a snapshot."""
+7, 11, 12; STORAGE §6 step 9). Copies are never logged, so a delete on a topic a router
+reads, a durable delete on one it feeds, and a config change of a router's dest first
+settle the router in a snapshot: every delete then replays against the records it named,
+and no delete by seq ever meets a re-derived copy."""
 
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ def _reopen(e: Engine, fs: FaultFs, clock: ManualClock) -> Engine:
     return open_engine(img, clock=clock)
 
 
-def test_a_delete_of_copies_no_recovery_brings_back_spares_new_copies_after_restart() -> None:
+def test_an_ack_of_a_copy_only_its_router_could_bring_back_spares_new_copies() -> None:
     """SEMANTICS §7.1 ("only records existing at call time can be deleted"), §12 invariant 7
-    (deletes are point-in-time) and §8.4 (no silent loss): an ack logged before a crash for a
-    copy an ephemeral source can no longer re-derive stays in `deletes_past_head` after
-    recovery, and the first new copy forwarded into that seq after the restart is deleted."""
+    (deletes are point-in-time): an ack logged before a crash, of a copy that an ephemeral
+    source cannot re-derive, used to outlive recovery as a delete by seq and kill the first
+    new copy forwarded into that seq after the restart. Now the ack (an `fsync` queue's,
+    durable) settles the router first: the snapshot keeps the copies, the ack replays
+    against them, and the unacked `a` is claimable again beside the new jobs."""
     clock, fs = ManualClock(), FaultFs()
     e = open_engine(fs, clock=clock)
     e.put_topic("s", TopicConfig(durability=Durability.EPHEMERAL))
@@ -41,7 +44,7 @@ def test_a_delete_of_copies_no_recovery_brings_back_spares_new_copies_after_rest
     try:
         e2.write("s", [RecordIn.of("c"), RecordIn.of("d")])  # acked after the restart
         again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
-        assert [j.record.data for j in again] == ["c", "d"]
+        assert [j.record.data for j in again] == ["a", "c", "d"]
     finally:
         e2.close(snapshot=False)
 
@@ -143,11 +146,9 @@ def test_an_ack_never_deletes_another_job_when_the_queue_also_takes_direct_write
     """SEMANTICS §8.2 (a dest may still take direct writes), §10.4 (an ack deletes exactly
     the acked seq), §12 invariants 3 and 7. q is fed by a router and by a direct write, so
     after a crash the replayed direct write holds its seq and the re-derived copies land
-    after it, at other seqs than before. `reapply_deletes_past_head` deletes the seqs the ack
-    named, whatever landed there: the unacked job x is deleted (lost) and the acked job y
-    comes back. Now the copies re-derive at other seqs, so the ack is not applied again:
-    y is forwarded again, as any copy published after the last snapshot may be (§8.4,
-    at least once), and no job is lost."""
+    after it, at other seqs than before. A delete by seq re-applied to the copies then
+    killed the unacked job x and let the acked y come back. Now the ack (durable, an
+    `fsync` queue's) settles the router first: it replays against the copies it named."""
     clock, fs = ManualClock(), FaultFs()
     e = open_engine(fs, clock=clock)
     e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
@@ -165,7 +166,7 @@ def test_an_ack_never_deletes_another_job_when_the_queue_also_takes_direct_write
     e2 = _reopen(e, fs, clock)
     try:
         again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
-        assert sorted(j.record.data for j in again) == ["w", "x", "y"]
+        assert sorted(j.record.data for j in again) == ["w", "x"]
     finally:
         e2.close(snapshot=False)
 

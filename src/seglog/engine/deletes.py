@@ -70,32 +70,3 @@ def apply_delete(t: TopicState, op: PendingOp) -> None:
     op.delete_result = DeleteResult(
         t.name, before - t.count, t.earliest(), t.head, t.count, t.bytes
     )
-
-
-def reapply_deletes_past_head(t: TopicState, first: int, last: int) -> list[int]:
-    """Under `t.lock`, during recovery only: the logged deletes that reached past the
-    replayed head (STORAGE §6 step 4) meet the router copies re-derived at `first..last`
-    as they land (step 9), before any router reads them on. Router copies are never
-    logged, so the records such a delete named exist again only once a router re-derives
-    them (SEMANTICS §12 invariant 7). Exact only where the copies land at the seqs they
-    had: `Engine.open` keeps these deletes only for dests whose seqs re-derivation
-    reproduces (SEMANTICS §8.4), and a delete on a topic a router reads first settles
-    that router in a snapshot (`Engine.delete_records`). Returns the seqs killed."""
-    killed: list[int] = []
-    for _reach, d in t.deletes_past_head or ():
-        if d.seqs:
-            named = [x for x in d.seqs if first <= x <= last]
-            if named:
-                killed += t.apply_delete(None, None, 0, named)
-        elif d.bound_head is not None and d.bound_head > first:
-            limit = d.bound_head if d.before_seq is None else min(d.before_seq, d.bound_head)
-            killed += t.apply_delete(None, d.match, min(limit, last + 1))
-    prune_deletes_past_head(t)
-    return killed
-
-
-def prune_deletes_past_head(t: TopicState) -> None:
-    """Forget the deletes past the head whose every seq the head has passed: copies that
-    were to land there did (and met them), or other records took the seqs."""
-    kept = [(reach, d) for reach, d in t.deletes_past_head or () if reach > t.head]
-    t.deletes_past_head = kept or None

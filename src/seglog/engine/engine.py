@@ -38,8 +38,6 @@ from seglog.engine.interrupts import ShieldedLock
 from seglog.engine.ops import PendingOp, PendingWrite
 from seglog.engine.publisher import AppendListener, Publisher
 from seglog.engine.recovery import (
-    forget_deletes_past_head,
-    keep_reproducible_deletes,
     pad_to_floors,
     recover,
 )
@@ -193,12 +191,9 @@ class Engine:
         # STORAGE §6 step 9: re-derive what the routers forwarded since the snapshot, with
         # the live forwarding step (hence after the WAL opened: a due eviction watermark on
         # a source is logged first, like any live retention pass).
-        # Deletes of copies past a replayed head meet the re-derived copies as they land.
-        keep_reproducible_deletes(self.registry, self.routers)
         for r in self.routers.all():
             self.forwarder.rebuild_copies(r)
         self.forwarder.forward_all()
-        forget_deletes_past_head(self.registry.all())
         pad_to_floors(self.registry.all(), self.clock.now_ms())
         if layout_changed or rec.stale_references:
             # Frames of two shard layouts must never coexist past a checkpoint (§6 step 5):
@@ -436,7 +431,17 @@ class Engine:
     def put_topic(self, name: str, config: TopicConfig, if_absent: bool = False) -> PutTopicResult:
         """Create or replace a topic's config (API §2.1); durable before it takes effect.
         `if_absent` (a write's auto-create): an existing topic is left as it is."""
-        if not if_absent and name in self.topics and self.routers.feeding(name):
+        if not valid_topic_name(name):
+            raise invalid(f"invalid topic name {name!r}", {"topic": name})
+        dl = config.dead_letter
+        if dl is not None:
+            if not valid_topic_name(dl):
+                raise invalid(f"invalid dead_letter topic name {dl!r}", {"dead_letter": dl})
+            if config.type is TopicType.QUEUE and dl == name:
+                raise invalid("dead_letter must differ from the queue itself", {"dead_letter": dl})
+        existing = self.topics.get(name)
+        if not if_absent and existing is not None and self.routers.feeding(name):
+            _refuse_type_change(existing, config)  # before a snapshot it would not need
             # A router dest: its copies are re-derived after a crash under the config the
             # log ends with (they have no frames to order them with the change): the
             # copies so far go into a snapshot first, and none lands until the change did.
@@ -446,30 +451,13 @@ class Engine:
         return self._put_topic(name, config, if_absent)
 
     def _put_topic(self, name: str, config: TopicConfig, if_absent: bool) -> PutTopicResult:
-        if not valid_topic_name(name):
-            raise invalid(f"invalid topic name {name!r}", {"topic": name})
-        dl = config.dead_letter
-        if dl is not None:
-            if not valid_topic_name(dl):
-                raise invalid(f"invalid dead_letter topic name {dl!r}", {"dead_letter": dl})
-            if config.type is TopicType.QUEUE and dl == name:
-                raise invalid("dead_letter must differ from the queue itself", {"dead_letter": dl})
         body = TopicCreateBody(name, config.to_json()).encode()
         with self.registry.lock:
             t = self.topics.get(name)
             if t is not None and if_absent:
                 return PutTopicResult(name, False, t.config)
             if t is not None:
-                if t.config.type is not config.type:
-                    raise SeglogError(
-                        ErrorCode.TOPIC_EXISTS_INCOMPATIBLE,
-                        f"topic {name!r} is a {t.config.type.value}; its type cannot change",
-                        {
-                            "topic": name,
-                            "existing_type": t.config.type.value,
-                            "requested_type": config.type.value,
-                        },
-                    )
+                _refuse_type_change(t, config)
                 frames = [(FrameType.TOPIC_CREATE, body)]
                 with t.lock:
                     if _logs_head(config.durability) and not _logs_head(t.config.durability):
@@ -853,12 +841,14 @@ class Engine:
         before_seq: int | None = None,
         match: Selector | None = None,
         seqs: Sequence[int] = (),
+        ack: bool = False,
     ) -> DeleteResult:
         """SEMANTICS §7: permanent, point-in-time delete, ordered with appends, applied in
-        memory only after its WAL frame committed per the topic class."""
+        memory only after its WAL frame committed per the topic class. `ack`: a queue's
+        removal of acked or dead-lettered jobs (`delete_waits`)."""
         if before_seq is None and match is None and not seqs:
             raise invalid("delete needs before_seq and/or match")
-        if self.routers.is_source(name):
+        if self.delete_waits(name, ack):
             op = self._delete_settled(name, before_seq, match, seqs)
         else:
             op = self._delete_begin(name, before_seq, match, seqs)
@@ -868,33 +858,47 @@ class Engine:
         assert op.delete_result is not None
         return op.delete_result
 
-    def delete_begin(self, name: str, seqs: Sequence[int]) -> PendingOp:
+    def delete_begin(self, name: str, seqs: Sequence[int], ack: bool = False) -> PendingOp:
         """Submit an explicit-seq delete without waiting (an event loop awaits the op with
-        `aio.finish_op`; the result is `op.delete_result`, or `op.error`). On a topic a
-        router reads (`delete_waits`) it is done here, waiting: call it off the loop."""
-        if self.routers.is_source(name):
+        `aio.finish_op`; the result is `op.delete_result`, or `op.error`). Where it must
+        settle routers first (`delete_waits`) it is done here, waiting: call it off the
+        loop then. `ack`: a queue ack (or dead-letter removal)."""
+        if self.delete_waits(name, ack):
             return self._delete_settled(name, None, None, seqs)
         return self._delete_begin(name, None, None, seqs)
 
-    def delete_waits(self, name: str) -> bool:
-        """Whether a delete on `name` waits for its routers (and maybe a snapshot)."""
-        return self.routers.is_source(name)
+    def delete_waits(self, name: str, ack: bool = False) -> bool:
+        """Whether a delete on `name` settles routers first (and so may wait for a
+        snapshot): when a router reads the topic, or feeds it and the delete promises to
+        survive a crash — any delete on an `fsync` topic, and a `disk` topic's deletes
+        except queue acks (best-effort there: STORAGE §3.3)."""
+        if self.routers.is_source(name):
+            return True
+        if not self.routers.feeding(name):
+            return False
+        t = self.registry.get(name)
+        durability = t.config.durability if t is not None else Durability.EPHEMERAL
+        return durability is Durability.FSYNC or (durability is Durability.DISK and not ack)
 
     def _delete_settled(
         self, name: str, before_seq: int | None, match: Selector | None, seqs: Sequence[int]
     ) -> PendingOp:
-        """A delete on a topic a router reads. Router copies are re-derived from the source
-        after a crash (SEMANTICS §8.4), walking it as replay left it: a record forwarded,
-        then deleted, would be skipped there — its copy lost and every later copy one seq
-        lower, so deletes of copies past the dest's replayed head would kill other records.
-        So the routers' copies so far go into a snapshot first when they moved since the
-        last one (`settle_copies`), and none forwards until the delete is applied: from
-        that snapshot on, re-derivation meets the source as the routers did."""
+        """A delete on a topic a router reads or feeds (`delete_waits`). Router copies are
+        never logged: after a crash they are re-derived from the source (SEMANTICS §8.4),
+        walking it as replay left it. A source record forwarded, then deleted, would be
+        skipped there — its copy lost and every later copy one seq lower; and a copy deleted
+        in its dest would be made again (at other seqs, if anything moved). So the routers'
+        copies so far go into a snapshot first when they moved since the last one
+        (`settle_copies`), and none forwards until the delete is applied: from that
+        snapshot on, re-derivation meets the source as the routers did, and the delete
+        replays against the copies it named."""
         with self.snapshot_lock, self.registry.lock, self.routers.lock:
             readers = [r for r in self.routers.all() if r.spec.source == name]
-            if not _covered_by_snapshot(readers, seqs):
+            feeders = [r for r in self.routers.feeding(name) if not r.at_snapshot()]
+            owed = feeders if _covered_by_snapshot(readers, seqs) else readers + feeders
+            if owed:
                 # Strict: a delete refused (nothing changes) beats copies a crash moves.
-                self.settle_copies(readers, strict=True)
+                self.settle_copies(owed, strict=True)
             op = self._delete_begin(name, before_seq, match, seqs)
             self.drain(op)
         return op
@@ -1168,3 +1172,16 @@ def _covered_by_snapshot(readers: Sequence[Router], seqs: Sequence[int]) -> bool
         return False
     top = max(seqs)
     return all(r.snapshotted is not None and top <= r.snapshotted[1] for r in readers)
+
+
+def _refuse_type_change(t: TopicState, config: TopicConfig) -> None:
+    if t.config.type is not config.type:
+        raise SeglogError(
+            ErrorCode.TOPIC_EXISTS_INCOMPATIBLE,
+            f"topic {t.name!r} is a {t.config.type.value}; its type cannot change",
+            {
+                "topic": t.name,
+                "existing_type": t.config.type.value,
+                "requested_type": config.type.value,
+            },
+        )

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable
 
 from seglog.clock import Clock
-from seglog.engine.deletes import apply_delete, prune_deletes_past_head, reapply_deletes_past_head
+from seglog.engine.deletes import apply_delete
 from seglog.engine.ops import OpKind, PendingOp
 from seglog.engine.retention import apply_evict
 from seglog.engine.topic import TopicState
@@ -107,8 +107,6 @@ class Publisher:
             first = last_hole + 1
         if op.records:
             t.publish_batch(first, op.ts, op.records)
-            if t.deletes_past_head:  # recovery's re-derivation only
-                reapply_deletes_past_head(t, first, first + len(op.records) - 1)
         op.records = None
         return True
 
@@ -138,8 +136,6 @@ class Publisher:
         if op.reservation > t.reservation_durable:
             t.reservation_durable = op.reservation
         t.publish_batch(op.first_seq, op.ts, op.records)
-        if t.deletes_past_head:
-            prune_deletes_past_head(t)  # seqs a copy might have taken are this write's now
         op.records = None
         op.write_result = _result(t, op, n, t.head)
         return True

@@ -60,8 +60,10 @@ class QueueHost(Protocol):
     def write(
         self, name: str, records: Sequence[RecordIn], *, create: bool | None = None
     ) -> WriteResult: ...
-    def delete_records(self, name: str, *, seqs: Sequence[int] = ()) -> DeleteResult: ...
-    def delete_begin(self, name: str, seqs: Sequence[int]) -> PendingOp: ...
+    def delete_records(
+        self, name: str, *, seqs: Sequence[int] = (), ack: bool = False
+    ) -> DeleteResult: ...
+    def delete_begin(self, name: str, seqs: Sequence[int], ack: bool = False) -> PendingOp: ...
     def submit_frames(self, topic_id: int, frames: list[bytes]) -> object: ...
 
 
@@ -315,7 +317,7 @@ class Queues:
             with t.lock:
                 s = book_of(t).ack(node, seqs, fences, now)
                 self._log(t, s.events, now)
-            op = self.engine.delete_begin(name, s.done) if s.done else None
+            op = self.engine.delete_begin(name, s.done, ack=True) if s.done else None
         except BaseException:
             # The leases went but the delete did not go in (refused, or a Ctrl-C held back
             # to the end of a section, `interrupts`): the jobs are claimable again.
@@ -412,7 +414,7 @@ class Queues:
 
     def _delete(self, t: TopicState, seqs: list[int]) -> None:
         try:
-            self.engine.delete_records(t.name, seqs=seqs)
+            self.engine.delete_records(t.name, seqs=seqs, ack=True)
         except SeglogError:
             with t.lock:
                 book_of(t).requeue(seqs)

@@ -38,7 +38,6 @@ from seglog.core.frames import FrameError, FrameType, WalFrame
 from seglog.core.payload_blob import decode_blob, decode_blobs
 from seglog.core.segment_format import SegmentCorruption
 from seglog.core.segment_run import layout_coded_labels, layout_size_array
-from seglog.engine.deletes import prune_deletes_past_head
 from seglog.engine.frozen_slots import HEAP, ColumnMemory, FrozenSlots
 from seglog.engine.queues import replay_lease
 from seglog.engine.registry import Registry
@@ -676,14 +675,10 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         # The live head included any reservation padding of an earlier crash; replay pads
         # only at the end (step 7), so the clamp uses the reservation seen so far.
         ceiling = max(t.head, t.reservation)
+        # Seqs past the ceiling were router copies (never logged): re-derived at step 9,
+        # maybe elsewhere, so a delete by seq must not meet them. A delete whose promise
+        # covers copies settled them in a snapshot first (`Engine.delete_records`).
         t.apply_delete(d.before_seq, d.match, bound, d.seqs, ceiling=ceiling)
-        reach = max(d.seqs) if d.seqs else min(bound, d.before_seq or bound) - 1
-        if reach > ceiling:
-            # Seqs no frame brings back, but a router does (step 9 re-derives its copies,
-            # never logged): applied again after it, or an acked job comes back.
-            if t.deletes_past_head is None:
-                t.deletes_past_head = []
-            t.deletes_past_head.append((reach, d))
     elif ft is FrameType.EVICT_WATERMARK:
         w = EvictWatermarkBody.decode(f.data)
         t.evict_floor = max(t.evict_floor, w.evict_floor)
@@ -693,36 +688,6 @@ def _apply_topic_frame(t: TopicState, f: WalFrame) -> None:
         replay_lease(t, f)
     elif ft is FrameType.HEAD_WATERMARK:
         t.reservation = max(t.reservation, HeadWatermarkBody.decode(f.data).reserved_head)
-
-
-def keep_reproducible_deletes(registry: Registry, routers: RouterTable) -> None:
-    """Before STORAGE §6 step 9: keep a topic's deletes past its replayed head only where
-    re-derivation puts each copy back at its seq — one router feeds the topic and its head
-    is where that router's copies end (`dest_base + forwarded_total`), so the k-th copy
-    lands at `dest_base + k` again (SEMANTICS §8.4). Anything else moved the copies (a
-    direct write among them, a failed write's hole, reservation padding, exactly-once
-    counting): a delete by seq would kill another record, so the copies it named are
-    forwarded again instead (at least once, §8.4)."""
-    for t in registry.all():
-        if not t.deletes_past_head:
-            continue
-        feeding = routers.feeding(t.name)
-        if len(feeding) != 1 or t.head != feeding[0].dest_base + feeding[0].forwarded_total:
-            log.info(
-                "topic %r: router copies re-derive at other seqs; %d delete(s) of copies "
-                "past the replayed head are not applied again (the copies come back)",
-                t.name,
-                len(t.deletes_past_head),
-            )
-            t.deletes_past_head = None
-
-
-def forget_deletes_past_head(topics: Iterable[TopicState]) -> None:
-    """After step 9: copies that did not land during recovery (a router held back) are
-    forwarded again later, like any copy published after the last snapshot (SEMANTICS
-    §8.4); their seqs may by then be other records'."""
-    for t in topics:
-        t.deletes_past_head = None
 
 
 def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
@@ -738,7 +703,6 @@ def pad_to_floors(topics: Iterable[TopicState], now: int) -> None:
             t.pop_front()
             t.reserved = t.head
             t.reservation = t.reservation_durable = t.head
-        prune_deletes_past_head(t)
 
 
 def _reconcile_segments(

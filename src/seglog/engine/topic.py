@@ -161,9 +161,6 @@ class TopicState:
     deleted: bool = False
     segments: Any = None  # TopicSegments for persistent topics (engine-owned)
     leases: Any = None  # LeaseBook of a queue topic, created on first use (engine.queues)
-    # Replay only: logged deletes that reach past the replayed head, applied again once
-    # the routers re-derived their copies (recovery, `Engine.open`).
-    deletes_past_head: list[Any] | None = None
 
     def __post_init__(self) -> None:
         self.flags = SlotFlags(self.frozen.memory)

@@ -217,9 +217,11 @@ class AsyncEngine:
     async def ack(self, name: str, node: str, seqs: list[int], fences: list[int]) -> SettleResult:
         """The delete's commit is awaited on the loop, as a write's is."""
         q = self.engine.queues
-        if self.engine.delete_waits(name):
+        if self.engine.delete_waits(name, ack=True):
             return await blocking(q.ack, name, node, seqs, fences)
         await self._retained(name)
+        if self.engine.delete_waits(name, ack=True):  # a router appeared meanwhile
+            return await blocking(q.ack, name, node, seqs, fences)
         a = q.ack_begin(name, node, seqs, fences)
         if a.delete is not None:
             try:
@@ -303,6 +305,10 @@ class AsyncEngine:
         evict = e.prepare_read(name)
         if evict is not None:
             await finish_op(e, evict)  # a retention watermark became due: await it here
+            if evict.error is not None:
+                # Not logged: the read fails rather than pass the expired records without
+                # their tombstone (SEMANTICS §4.2 step 4).
+                raise evict.error
         if e.reads_cold(name, from_seq, limit) or limit > BIG_READ:
             # Cold-tier bytes may come from a slow disk, and a big columnar page takes a
             # while to gather: read off the event loop.
