@@ -1,11 +1,12 @@
-"""What a router reading a queue costs its acks (in process).
+"""What a router reading or feeding a queue costs its acks (in process).
 
-A delete on a topic that a router reads settles the router first: a snapshot whenever it
-moved since the last one (docs/storage.md, "Router copies and floors across a crash").
-Each round writes 10 jobs into a queue, forwards, claims them and acks them, so every ack
-of the routed queue needs a snapshot; the baseline is the same queue without the router,
-in the same run. Also reported: a backlog drained after one snapshot saw it forwarded
-(those acks take no snapshot).
+A delete on a topic that a router reads, and a durable one (an `fsync` queue's ack) on a
+topic a router feeds, settles the router first: a snapshot whenever it moved since the
+last one (docs/storage.md, "Router copies and floors across a crash"). Each round writes
+10 jobs (into the queue, or into the router's source when it feeds the queue), forwards,
+claims them and acks them, so every settled ack needs a snapshot; the baseline is the
+same queue without a router, in the same run. Also reported: a backlog drained after one
+snapshot saw it forwarded (acks of a queue a router reads then take no snapshot).
 
     python benchmarks/bench_settle.py [--rounds 300] [--reps 3]
 """
@@ -24,16 +25,19 @@ from seglog.core.leases import Claimer
 from seglog.model import Durability, RecordIn, TopicConfig, TopicType
 from seglog.router_model import RouterSpec
 
+ROUTERS = {"read": RouterSpec("audit", "q", "log"), "fed": RouterSpec("feed", "events", "q")}
 
-def acked_right_after_forwarding(root: Path, routed: bool, durability: str, rounds: int) -> float:
+
+def acked_right_after_forwarding(root: Path, routed: str, durability: str, rounds: int) -> float:
     e = open_engine(root)
     try:
         e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability(durability)))
         if routed:
-            e.put_router(RouterSpec("audit", "q", "log"))
+            e.put_router(ROUTERS[routed])
+        into = "events" if routed == "fed" else "q"
         t0 = time.perf_counter()
         for i in range(rounds):
-            e.write("q", [RecordIn.of({"j": i, "k": k}) for k in range(10)])
+            e.write(into, [RecordIn.of({"j": i, "k": k}) for k in range(10)], create=True)
             if routed:
                 e.forwarder.forward_all()
             jobs = e.queues.claim("q", [Claimer("w", 10)], None).jobs[0]
@@ -43,12 +47,12 @@ def acked_right_after_forwarding(root: Path, routed: bool, durability: str, roun
         e.close()
 
 
-def backlog(root: Path, routed: bool, durability: str, jobs: int) -> float:
+def backlog(root: Path, routed: str, durability: str, jobs: int) -> float:
     e = open_engine(root)
     try:
         e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability(durability)))
         if routed:
-            e.put_router(RouterSpec("audit", "q", "log"))
+            e.put_router(ROUTERS["read"])
         e.write("q", [RecordIn.of({"j": i}) for i in range(jobs)])
         e.forwarder.forward_all()
         e.snapshot()
@@ -68,14 +72,16 @@ def main() -> None:
     for durability in ("disk", "fsync"):
         cells: dict[str, list[float]] = {}
         for _ in range(a.reps):
-            for routed in (False, True):
-                for name, fn, n in (
-                    ("acked after forwarding", acked_right_after_forwarding, a.rounds),
-                    ("backlog", backlog, a.rounds * 10),
-                ):
-                    with tempfile.TemporaryDirectory() as d:
-                        rate = fn(Path(d) / "data", routed, durability, n)
-                    cells.setdefault(f"{name}, {'routed' if routed else 'plain'}", []).append(rate)
+            for name, fn, n, routed in (
+                ("acked after forwarding, plain", acked_right_after_forwarding, a.rounds, ""),
+                ("acked after forwarding, read", acked_right_after_forwarding, a.rounds, "read"),
+                ("acked after forwarding, fed", acked_right_after_forwarding, a.rounds, "fed"),
+                ("backlog, plain", backlog, a.rounds * 10, ""),
+                ("backlog, read", backlog, a.rounds * 10, "read"),
+            ):
+                with tempfile.TemporaryDirectory() as d:
+                    rate = fn(Path(d) / "data", routed, durability, n)
+                cells.setdefault(name, []).append(rate)
         for cell, rates in cells.items():
             runs = ", ".join(f"{r:,.0f}" for r in rates)
             print(
