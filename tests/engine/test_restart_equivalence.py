@@ -35,7 +35,7 @@ def test_an_explicit_seq_delete_past_the_head_spares_a_later_acked_write_on_repl
     A delete naming seq 1 of an empty topic deletes nothing (`deleted: 0`). The next write
     is acked at seqs 1..2. After a crash, replay keeps the Delete frame as a "delete past
     the head" (recovery.py `_apply_topic_frame`) and re-applies it after recovery
-    (`deletes.redo_deletes_past_head`), killing the acked record at seq 1."""
+    (the re-application of deletes past the head (since removed)), killing the acked record at seq 1."""
     fs, clock = FaultFs(), ManualClock()
     e = open_engine(fs, clock=clock)
     e.put_topic("b", TopicConfig(durability=durability))

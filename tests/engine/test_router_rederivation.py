@@ -81,7 +81,7 @@ def test_deletes_in_a_middle_topic_behind_backpressure_stay_after_a_crash() -> N
     After a crash recovery's forwarding stops at b's cap, the deletes past b's head are
     redone once (`Engine.open`), and the copies re-derived later into b (a topic a router
     reads, so `PendingOp.leaf` is False) never meet the delete still in
-    `deletes_past_head`: a record deleted before the crash is live again."""
+    the deletes past the head (since removed): a record deleted before the crash is live again."""
     clock, fs = ManualClock(), FaultFs()
     e = open_engine(fs, clock=clock)
     e.put_topic(
@@ -111,7 +111,7 @@ def test_an_acked_job_in_a_queue_a_router_reads_stays_acked_after_a_crash() -> N
     """SEMANTICS §10.4 (an ack permanently deletes the job; `fsync`: durable before the
     response), §12 invariant 7. The queue variant of the middle-topic case: q feeds a router
     (so its forwarded copies are not `leaf`), q is reject-capped; recovery's forwarding stops
-    at the cap, `redo_deletes_past_head` runs once, and the job acked before the crash is
+    at the cap, the re-application of deletes past the head (since removed) runs once, and the job acked before the crash is
     re-derived afterwards with nothing left to delete it: claimable again."""
     clock, fs = ManualClock(), FaultFs()
     e = open_engine(fs, clock=clock)

@@ -30,9 +30,9 @@ def test_an_ack_after_a_failed_write_hole_in_a_router_dest_kills_no_other_job(
     "a failed write fails only itself"), §8.4 (deterministic dest seqs only "when the dest
     has no other writers").
 
-    `recovery.keep_reproducible_deletes` (src/seglog/engine/recovery.py:698) keeps the
+    the recovery's re-application of deletes by seq (since removed) keeps the
     deletes of copies past the replayed head when `head == dest_base + forwarded_total`,
-    and `deletes.reapply_deletes_past_head` applies them by seq to the re-derived copies.
+    and the re-application of deletes by seq (since removed) applies them by seq to the re-derived copies.
     A direct write into the dest that failed (WAL error) is not logged, so the check cannot
     see the hole it left: live, the copies after it sat one seq higher than they land when
     re-derived. The ack of job "c" (live seq 4) is replayed onto seq 4 after the crash,
@@ -75,7 +75,7 @@ def test_an_ack_kills_no_other_job_when_a_source_ttl_and_a_filter_move_the_copie
     §8.3 step 2 (a trim appends one hole per *source seq* in (cursor, E_inv)) vs step 3 (a
     filtered-out record is consumed without a dest seq).
 
-    `keep_reproducible_deletes` (src/seglog/engine/recovery.py:698) trusts that "the k-th
+    the recovery's check before re-applying deletes by seq (since removed) trusts that "the k-th
     copy lands at dest_base + k again" whenever the dest head equals `dest_base +
     forwarded_total`. It does not when the source has a TTL and the router a filter: live,
     s1 (filtered out) took no dest seq and s2, s3, s4 became jobs 1, 2, 3; at recovery s1
@@ -124,19 +124,18 @@ def test_the_async_read_fails_when_the_expiry_watermark_failed(
     """SEMANTICS §4.2 step 4 ("If that fails, nothing changes and the triggering operation
     fails (500)"), §12 invariant 4 (involuntary loss crossing a cursor yields a tombstone).
 
-    The session made `Engine.read` strict (`_retained(t, strict=True)`,
-    src/seglog/engine/engine.py:931: the sync read raises `internal`), but the read the
-    HTTP diff, SSE and WebSocket use is `AsyncEngine.read` (src/seglog/http/async_engine.py
-    :288): it awaits `prepare_read`'s op with `finish_op`, which ignores the `op.error`
-    that `retention.apply_evict` now sets, then `Engine.read(wait=False)` re-runs the pass,
-    which re-submits the watermark and — since one is in flight again — reads on. The read
+    `Engine.read` was made strict first (the sync read raises `internal`), but the read
+    the HTTP diff, SSE and WebSocket use is `AsyncEngine.read`: it awaited
+    `prepare_read`'s op with `finish_op`, which ignores the op's `error`, then
+    `Engine.read(wait=False)` re-ran the pass, which re-submitted the watermark and —
+    since one was in flight again — read on. The read
     answers 200 with no records, no tombstone and `next_from_seq` past the expired seqs:
     the reader's cursor crosses the TTL loss silently, and never gets its tombstone."""
     e, fs = _ttl_topic_with_due_watermark_failing()
     db = AsyncEngine(e)
 
     async def read() -> Any:
-        # the HTTP diff reads columnar (records.py:48); SSE/WS feeds read records
+        # the HTTP diff reads columnar; SSE/WS feeds read records
         return await db.read("t", 0, 100, frozenset(), 1 << 20, columnar)
 
     try:
@@ -172,7 +171,7 @@ def test_a_type_change_of_a_router_dest_is_409_even_when_the_settle_snapshot_wou
     (type change ⇒ 409 topic_exists_incompatible); the project's rule that bad input gets
     the spec's error.
 
-    `Engine.put_topic` (src/seglog/engine/engine.py:436-445) now settles a router dest's
+    `Engine.put_topic` now settles a router dest's
     routers in a strict snapshot before `_put_topic` runs any check, so a PUT that must be
     refused for changing the type gets `500 internal` ("snapshot before settling router
     copies failed") on a full disk instead of its 409. (`drop_topic` checks `if_empty`
@@ -199,7 +198,7 @@ def test_a_queue_ack_settles_off_the_event_loop_when_a_router_appears_meanwhile(
     topic a router reads ... it is done here, waiting: call it off the loop"); the brief's
     "no request can ... deadlock/stall the server".
 
-    `AsyncEngine.ack` (src/seglog/http/async_engine.py:217) checks `delete_waits(name)`
+    `AsyncEngine.ack` checks `delete_waits(name)`
     once, then awaits the retention pass (`_retained`, a real suspension whenever a
     watermark is due) and calls `q.ack_begin` on the loop. A router PUT on the queue served
     in that window makes `Engine.delete_begin` take `_delete_settled` — snapshot lock,

@@ -46,7 +46,7 @@ def test_concurrent_autocreating_writes_keep_an_acked_put_config(
     """API §3 (`config`: "used only if this write creates the topic"), API §0.10/§2.1 (a 2xx
     PUT stores its config), SEMANTICS §2.1 (a write creates a topic only when it is absent).
 
-    `Engine.write_begin` (src/seglog/engine/engine.py:706-720) looks the topic up without a
+    `Engine.write_begin` looks the topic up without a
     lock, finds it absent, and then calls `put_topic(name, default_or_inline_config)`. If a
     PUT created the topic in between (it holds the registry lock across its durable
     TopicCreate), that `put_topic` takes the *update* path and replaces the acknowledged
@@ -98,7 +98,7 @@ def _hold_first_topic_create(e: Any) -> tuple[threading.Event, threading.Event]:
 def test_an_autocreating_write_racing_a_put_keeps_the_put_config(
     make_engine: EngineFactory,
 ) -> None:
-    """The deterministic form of the race above (engine.py:706-720): the PUT is held in its
+    """The deterministic form of the race above: the PUT is held in its
     durable TopicCreate; a default write meanwhile finds the topic absent and, once the PUT
     registered it, replaces the PUT's acknowledged config with the default one."""
     e = make_engine()
@@ -122,7 +122,7 @@ def test_an_autocreating_write_racing_a_queue_put_is_not_409(make_engine: Engine
     """API §3 (a write to an existing topic appends; its errors are §3's), §0.6
     (`topic_exists_incompatible` is for a *type change* on PUT and router conflicts).
 
-    Same root cause as above (engine.py:706-720), made deterministic: the PUT of a queue is
+    Same root cause as above, made deterministic: the PUT of a queue is
     held inside its durable TopicCreate (registry lock held, topic not yet registered); a
     plain write meanwhile finds the topic absent and calls `put_topic` with the default
     `type: "log"` config, which then finds the queue and refuses the *write*
@@ -167,7 +167,7 @@ def test_a_tightened_byte_cap_evicts_at_the_put_not_after_the_cap_is_lifted(
     §4.2 (run "after a config update"; floors never decrease), API §2.1 ("the eviction is
     durable before the response").
 
-    `Engine.put_topic` (src/seglog/engine/engine.py:465) runs `self.retain(...)` and drops
+    `Engine.put_topic` runs `self.retain(...)` and drops
     the EvictWatermark op it returns; the cut is only applied when some later operation
     happens to apply the topic's pending queue. If the cap is lifted first (`PUT {}`),
     reads skip retention (`prepare_read` returns early without a cap), so the records the
@@ -194,7 +194,7 @@ def test_a_tightened_ttl_expires_at_the_put_not_after_the_ttl_is_lifted(
     decrease, §4.1).
 
     With `ttl_ms: 1` the PUT's retention pass expires every record older than 1 ms, but its
-    EvictWatermark op is dropped (engine.py:465). After `PUT {}` lifts the TTL the expired
+    EvictWatermark op is dropped. After `PUT {}` lifts the TTL the expired
     records are served again (count 6), then vanish at the next write (or after a crash,
     where replay re-applies the cut at the ConfigUpdate's time).
     """
@@ -217,11 +217,9 @@ def test_a_work_stream_open_counts_against_the_inflight_per_key_cap(
     (stream GETs release the slot once open)"; refusals are `429 throttled` with
     `Retry-After: 1`), §1.2 (`GET /v0/topics/:q/work` is authenticated, `?token=` allowed).
 
-    `Guard._guarded` (src/seglog/http/app.py:164-165) sets `counted = not exempt and not
-    work`: a `/work` GET never takes an in-flight slot, so with the key's only slot held
-    by a long-poll the key can still open push streams (200) while any other request of
-    the key is refused 429. (The WebSocket upgrade, `scope["type"] == "websocket"`,
-    bypasses the cap the same way, app.py:98-101.)
+    `Guard._guarded` used to exempt `/work` from the count: with the key's only slot held
+    by a long-poll the key could still open push streams (200) while any other request of
+    the key was refused 429.
     """
     srv = make_server(env={"SEGLOG_API_KEYS": "k1", "SEGLOG_MAX_INFLIGHT_PER_KEY": "1"})
     k1 = {"Authorization": "Bearer k1"}
@@ -306,7 +304,7 @@ def test_an_autocreating_write_racing_a_topic_delete_is_not_404(
     """API §3 ("absent and not creatable ⇒ 404"; a write creates an absent topic when the
     default config's `auto_create` is true), SEMANTICS §2.1 (lazy creation by a write).
 
-    `Engine.write_begin` (src/seglog/engine/engine.py:723) takes the topic found before a
+    `Engine.write_begin` takes the topic found before a
     concurrent DELETE and, finding it `deleted` under its lock, answers
     `404 topic_not_found` instead of treating the topic as absent: a write with
     `auto_create` in effect is refused 404, which no ordering of the two requests allows

@@ -63,13 +63,10 @@ def test_a_read_whose_ttl_watermark_fails_fails_instead_of_skipping(fault: str) 
     A read of an `fsync` topic whose records have all expired runs the retention pass;
     its EvictWatermark hits a WAL I/O error. The read must fail (`internal` = 500).
 
-    Current code (`engine/retention.py:35-39` logs "watermark not queued" and returns
-    None; `retention.py:57-59` `apply_evict` only logs a failed commit; `Engine.read`,
-    `engine.py:842` and `:850`, carries on): the read *succeeds*, returns no records, moves
-    `next_from_seq` past the expired seqs and reports **no tombstone** (the same read
-    with a working WAL reports the TTL tombstone 1..3) — a reader's cursor silently
-    passes records it never saw, and the `ttl` tombstone SEMANTICS §5 promises a
-    lagging reader never comes."""
+    The read used to succeed (the pass logged "watermark not queued", `apply_evict` only
+    logged a failed commit, and the read carried on): no records, `next_from_seq` past
+    the expired seqs and **no tombstone** (the same read with a working WAL reports the
+    TTL tombstone 1..3) — a reader's cursor silently passed records it never saw."""
     fs = FaultFs()
     clock = ManualClock(1_000)
     e = _engine(fs, clock)
