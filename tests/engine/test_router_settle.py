@@ -238,3 +238,101 @@ def test_a_queue_ack_settles_off_the_event_loop_when_a_router_appears_meanwhile(
         abandon(e, fs)
     assert threads, "the ack did not settle the router (delete_waits changed meanwhile)"
     assert threads[0] != loop_thread, "the settled delete ran on the event loop thread"
+
+
+@pytest.mark.parametrize("kind", IMAGES)
+def test_an_fsync_delete_racing_a_router_create_into_its_topic_survives_a_crash(
+    kind: ImageKind, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SEMANTICS §12 invariant 7 (deletes are permanent), invariant 10 (a record delete on
+    an fsync topic is durable before its 2xx); STORAGE §3.3 (`POST …/delete` on `fsync`:
+    durable). docs/storage.md: "A delete on a topic a router feeds settles it too".
+
+    `Engine.delete_records` decides `delete_waits(name)` before taking any lock; a router
+    PUT into the topic that completed between that check and `_delete_begin` taking the
+    topic lock went unsettled: its copies (never logged) were covered by the delete's
+    `bound_head` and reported deleted, but the delete replays with a ceiling below them,
+    and recovery re-derived them — the deleted record came back. `_delete_begin` now checks
+    again under the topic lock. The test stands in for the concurrent PUT (plus a source
+    write and the forwarding worker) by running them at the start of `_delete_begin`,
+    in the unlocked window."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("s", TopicConfig(durability=Durability.FSYNC))
+    e.put_topic("q", TopicConfig(durability=Durability.FSYNC))
+    e.snapshot()
+    real = e._delete_begin
+    done: list[bool] = []
+
+    def racing(*a: Any, **k: Any) -> Any:
+        if not done:
+            done.append(True)
+            e.put_router(RouterSpec("r", "s", "q"))  # a concurrent client's PUT
+            e.write("s", [RecordIn.of("secret", tag="k")])
+            e.forwarder.forward_all()  # the background forwarding worker
+        return real(*a, **k)
+
+    monkeypatch.setattr(e, "_delete_begin", racing)
+    res = e.delete_records("q", match=Selector.parse(["tag", "Eq", "k"]))
+    assert res.deleted == 1
+    assert read_all(e, "q") == {}
+    img = image(fs, kind)
+    abandon(e, fs)
+    e2 = open_engine(img, clock=clock)
+    try:
+        left = {s: r.data for s, r in read_all(e2, "q").items()}
+        assert "secret" not in left.values(), f"acked fsync delete undone by a crash: {left}"
+    finally:
+        e2.close(snapshot=False)
+
+
+def test_an_ack_settles_off_the_event_loop_when_a_router_appears_in_ack_begin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The event-loop rule (`http.async_engine`: nothing on the loop waits for
+    the disk; `Engine.delete_begin`: "Where it must settle routers first ... call it off the
+    loop then").
+
+    A router PUT (a worker thread) completing while `ack_begin` runs on the loop — after
+    it removed the leases and logged their events — used to send the ack into the
+    settled delete on the loop thread: snapshot lock, a snapshot, the delete's fsync. The
+    ack is now left deferred there and settled in a thread. The test stands in for the concurrent PUT by completing it in a worker thread
+    while `ack_begin` logs the lease events."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+    e.write("q", [RecordIn.of("job")])
+    (job,) = e.queues.claim("q", [Claimer("w", 1)], None).jobs[0]
+    db = AsyncEngine(e)
+    snap_threads: list[int] = []
+    real_snap = e._snapshot_held
+
+    def snap(*a: Any, **k: Any) -> Any:
+        snap_threads.append(threading.get_ident())
+        return real_snap(*a, **k)
+
+    monkeypatch.setattr(e, "_snapshot_held", snap)
+    real_log = e.queues._log
+    fired: list[bool] = []
+
+    def log_then_put(t: Any, events: Any, now: int) -> None:
+        real_log(t, events, now)
+        if events and not fired:
+            fired.append(True)
+            th = threading.Thread(target=e.put_router, args=(RouterSpec("r", "q", "d"),))
+            th.start()
+            th.join()
+
+    monkeypatch.setattr(e.queues, "_log", log_then_put)
+
+    async def ack() -> int:
+        res = await db.ack("q", "w", [job.record.seq], [])
+        assert res.done == [job.record.seq]
+        return threading.get_ident()
+
+    try:
+        loop_thread = asyncio.run(ack())
+    finally:
+        abandon(e, fs)
+    assert fired
+    assert loop_thread not in snap_threads, "a settle snapshot ran on the event loop thread"

@@ -848,24 +848,33 @@ class Engine:
         removal of acked or dead-lettered jobs (`delete_waits`)."""
         if before_seq is None and match is None and not seqs:
             raise invalid("delete needs before_seq and/or match")
-        if self.delete_waits(name, ack):
+        op = None
+        if not self.delete_waits(name, ack):
+            op = self._delete_begin(name, before_seq, match, seqs, recheck=ack)
+            if op is not None:
+                self.drain(op)
+        if op is None:  # it settles (maybe a router appeared since the check)
             op = self._delete_settled(name, before_seq, match, seqs)
-        else:
-            op = self._delete_begin(name, before_seq, match, seqs)
-            self.drain(op)
         if op.error is not None:
             raise op.error
         assert op.delete_result is not None
         return op.delete_result
 
-    def delete_begin(self, name: str, seqs: Sequence[int], ack: bool = False) -> PendingOp:
+    def delete_begin(
+        self, name: str, seqs: Sequence[int], ack: bool = False, may_wait: bool = True
+    ) -> PendingOp | None:
         """Submit an explicit-seq delete without waiting (an event loop awaits the op with
         `aio.finish_op`; the result is `op.delete_result`, or `op.error`). Where it must
-        settle routers first (`delete_waits`) it is done here, waiting: call it off the
-        loop then. `ack`: a queue ack (or dead-letter removal)."""
-        if self.delete_waits(name, ack):
-            return self._delete_settled(name, None, None, seqs)
-        return self._delete_begin(name, None, None, seqs)
+        settle routers first (`delete_waits`) it is done here, waiting — or, with
+        `may_wait=False` (the event loop), not at all: None, for the caller to call again
+        off the loop. `ack`: a queue ack (or dead-letter removal)."""
+        if not self.delete_waits(name, ack):
+            op = self._delete_begin(name, None, None, seqs, recheck=ack)
+            if op is not None:
+                return op
+        if not may_wait:
+            return None
+        return self._delete_settled(name, None, None, seqs)
 
     def delete_waits(self, name: str, ack: bool = False) -> bool:
         """Whether a delete on `name` settles routers first (and so may wait for a
@@ -900,15 +909,27 @@ class Engine:
                 # Strict: a delete refused (nothing changes) beats copies a crash moves.
                 self.settle_copies(owed, strict=True)
             op = self._delete_begin(name, before_seq, match, seqs)
+            assert op is not None
             self.drain(op)
         return op
 
     def _delete_begin(
-        self, name: str, before_seq: int | None, match: Selector | None, seqs: Sequence[int]
-    ) -> PendingOp:
+        self,
+        name: str,
+        before_seq: int | None,
+        match: Selector | None,
+        seqs: Sequence[int],
+        recheck: bool | None = None,
+    ) -> PendingOp | None:
+        """Submit a delete under the topic lock. `recheck` (an unsettled delete; True for
+        a queue ack): None instead if it must settle after all — a router created since
+        `delete_waits` said no. Copies only land under this lock, so one created after
+        the check here lands above the delete's bound, which never covers it."""
         t = self._topic(name)
         now = self.clock.now_ms()
         with t.lock:
+            if recheck is not None and self.delete_waits(name, recheck):
+                return None
             self.retain(t, now)
             return deletes.submit_delete(t, before_seq, match, seqs, now, self._submit)
 

@@ -63,7 +63,9 @@ class QueueHost(Protocol):
     def delete_records(
         self, name: str, *, seqs: Sequence[int] = (), ack: bool = False
     ) -> DeleteResult: ...
-    def delete_begin(self, name: str, seqs: Sequence[int], ack: bool = False) -> PendingOp: ...
+    def delete_begin(
+        self, name: str, seqs: Sequence[int], ack: bool = False, may_wait: bool = True
+    ) -> PendingOp | None: ...
     def submit_frames(self, topic_id: int, frames: list[bytes]) -> object: ...
 
 
@@ -108,6 +110,9 @@ class PendingAck:
     now: int
     delete: PendingOp | None  # the submitted delete of the acked jobs
     conns: set[int]
+    # The delete must settle routers and was not submitted (`ack_begin(may_wait=False)`):
+    # the caller runs `settle_ack` off the loop.
+    deferred: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,11 +310,17 @@ class Queues:
         return self.ack_finish(a)
 
     def ack_begin(
-        self, name: str, node: str, seqs: Sequence[int], fences: Sequence[int]
+        self,
+        name: str,
+        node: str,
+        seqs: Sequence[int],
+        fences: Sequence[int],
+        may_wait: bool = True,
     ) -> PendingAck:
-        """The leases go and the delete of the acked jobs is submitted (never waits: the
-        caller awaits `delete` — `Engine.drain` or the loop's `finish_op` — then calls
-        `ack_finish`)."""
+        """The leases go and the delete of the acked jobs is submitted (never waits for
+        its commit: the caller awaits `delete` — `Engine.drain` or the loop's `finish_op` —
+        then calls `ack_finish`). One that must settle routers first waits for that here,
+        or with `may_wait=False` is left `deferred` for `settle_ack`."""
         t = self.topic(name)
         now = self.engine.clock.now_ms()
         s: Settled | None = None
@@ -317,7 +328,9 @@ class Queues:
             with t.lock:
                 s = book_of(t).ack(node, seqs, fences, now)
                 self._log(t, s.events, now)
-            op = self.engine.delete_begin(name, s.done, ack=True) if s.done else None
+            op = None
+            if s.done:
+                op = self.engine.delete_begin(name, s.done, ack=True, may_wait=may_wait)
         except BaseException:
             # The leases went but the delete did not go in (refused, or a Ctrl-C held back
             # to the end of a section, `interrupts`): the jobs are claimable again.
@@ -325,7 +338,17 @@ class Queues:
                 with t.lock:
                     book_of(t).requeue(s.done)
             raise
-        return PendingAck(t, s.done, s.skipped, now, op, s.conns)
+        return PendingAck(t, s.done, s.skipped, now, op, s.conns, bool(s.done) and op is None)
+
+    def settle_ack(self, a: PendingAck) -> PendingAck:
+        """A `deferred` ack's delete, settling routers first (waits: off the loop)."""
+        try:
+            op = self.engine.delete_begin(a.topic.name, a.done, ack=True)
+        except BaseException:
+            with a.topic.lock:
+                book_of(a.topic).requeue(a.done)
+            raise
+        return replace(a, delete=op, deferred=False)
 
     def ack_finish(self, a: PendingAck) -> SettleResult:
         op = a.delete

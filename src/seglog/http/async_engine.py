@@ -220,9 +220,9 @@ class AsyncEngine:
         if self.engine.delete_waits(name, ack=True):
             return await blocking(q.ack, name, node, seqs, fences)
         await self._retained(name)
-        if self.engine.delete_waits(name, ack=True):  # a router appeared meanwhile
-            return await blocking(q.ack, name, node, seqs, fences)
-        a = q.ack_begin(name, node, seqs, fences)
+        a = q.ack_begin(name, node, seqs, fences, may_wait=False)
+        if a.deferred:  # a router appeared since the check: it settles off the loop
+            a = await blocking(q.settle_ack, a)
         if a.delete is not None:
             try:
                 await finish_op(self.engine, a.delete)
