@@ -1148,6 +1148,8 @@ class Engine:
         t = self.registry.get(name)
         if t is not None:
             now = self.clock.now_ms()
+            if t.last_read_ts == now:  # a fan-out round marks it once, not per reader
+                return
             with t.lock:
                 t.last_read_ts = now
                 t.last_consumed_ms = now
