@@ -73,6 +73,15 @@ def abandon(e: Engine, fs: FaultFs) -> None:
         pass
 
 
+def reopen_after_crash(
+    e: Engine, fs: FaultFs, clock: ManualClock, kind: ImageKind = "process"
+) -> Engine:
+    """Crash `e` (an image of `kind` taken now), then recover an engine from the image."""
+    img = image(fs, kind)
+    abandon(e, fs)
+    return open_engine(img, clock=clock)
+
+
 def read_all(e: Engine, name: str) -> dict[int, Record]:
     """Every record a reader sees from the start, checking seqs strictly increase."""
     got: dict[int, Record] = {}

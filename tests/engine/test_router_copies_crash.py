@@ -20,14 +20,17 @@ from seglog.engine.engine import Engine, EngineOptions
 from seglog.errors import ErrorCode, SeglogError
 from seglog.model import Discard, Durability, RecordIn, Selector, TopicConfig, TopicType
 from seglog.router_model import RouterSpec
-from tests.engine.oracle import IMAGES, ROOT, ImageKind, abandon, image, open_engine, read_all
+from tests.engine.oracle import (
+    IMAGES,
+    ROOT,
+    ImageKind,
+    abandon,
+    image,
+    open_engine,
+    read_all,
+    reopen_after_crash,
+)
 from tests.support.faultfs import FaultFs
-
-
-def _reopen(e: Engine, fs: FaultFs, clock: ManualClock) -> Engine:
-    img = image(fs, "process")
-    abandon(e, fs)
-    return open_engine(img, clock=clock)
 
 
 def _copies_expired_in_the_dest(source: Durability) -> tuple[Engine, FaultFs, ManualClock]:
@@ -93,7 +96,7 @@ def test_a_router_created_while_a_snapshot_captures_is_in_it_wholly_or_not_at_al
     assert done.is_set()
     e.forwarder.forward_all()
     assert [r.data for r in read_all(e, "d").values()] == [0, 1, 2]
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         assert [r.data for r in read_all(e2, "d").values()] == [0, 1, 2]
     finally:
@@ -105,7 +108,7 @@ def test_a_dest_floor_above_what_replay_restores_is_padded_after_a_crash() -> No
     re-derives them after a crash, and the next acked write must not take their seqs."""
     e, fs, clock = _copies_expired_in_the_dest(Durability.DISK)
     e.delete_router("r")
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         w = e2.write("d", [RecordIn.of("fresh")])
         assert w.first_seq == 4
@@ -116,7 +119,7 @@ def test_a_dest_floor_above_what_replay_restores_is_padded_after_a_crash() -> No
 
 def test_an_ephemeral_sources_copies_expired_in_the_dest_leave_no_seq_to_reuse() -> None:
     e, fs, clock = _copies_expired_in_the_dest(Durability.EPHEMERAL)
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         w = e2.write("d", [RecordIn.of("fresh")])
         assert {s: r.data for s, r in read_all(e2, "d").items()} == {w.first_seq: "fresh"}
@@ -173,7 +176,7 @@ def test_a_changed_filter_applies_from_the_change_on_after_a_crash() -> None:
     e.forwarder.forward_all()
     want = {**before, 5: "5"}
     assert {s: r.data for s, r in read_all(e, "d").items()} == want
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         assert {s: r.data for s, r in read_all(e2, "d").items()} == want
     finally:
@@ -214,7 +217,7 @@ def test_a_selector_delete_past_the_replayed_head_applies_to_rederived_copies() 
     e.delete_records("d", match=Selector.parse(["tag", "Eq", "x"]))
     e.delete_records("d", before_seq=2)
     assert [r.data for r in read_all(e, "d").values()] == [2]
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         assert [r.data for r in read_all(e2, "d").values()] == [2]
     finally:
@@ -411,7 +414,7 @@ def test_acked_jobs_behind_backpressure_stay_acked_after_a_crash() -> None:
         e.queues.ack("q", "w", [j.record.seq for j in jobs], [])
         done += [j.record.data for j in jobs]
     assert done == ["j0", "j1", "j2", "j3"]
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         assert e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0] == []
     finally:

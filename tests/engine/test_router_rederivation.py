@@ -10,17 +10,18 @@ import pytest
 
 from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
-from seglog.engine.engine import Engine
 from seglog.model import Discard, Durability, RecordIn, Selector, TopicConfig, TopicType
 from seglog.router_model import RouterSpec
-from tests.engine.oracle import IMAGES, ImageKind, abandon, image, open_engine, read_all
+from tests.engine.oracle import (
+    IMAGES,
+    ImageKind,
+    abandon,
+    image,
+    open_engine,
+    read_all,
+    reopen_after_crash,
+)
 from tests.support.faultfs import FaultFs
-
-
-def _reopen(e: Engine, fs: FaultFs, clock: ManualClock) -> Engine:
-    img = image(fs, "process")
-    abandon(e, fs)
-    return open_engine(img, clock=clock)
 
 
 def test_an_ack_of_a_copy_only_its_router_could_bring_back_spares_new_copies() -> None:
@@ -40,7 +41,7 @@ def test_an_ack_of_a_copy_only_its_router_could_bring_back_spares_new_copies() -
     jobs = e.queues.claim("q", [Claimer("w", 2)], None).jobs[0]
     assert [j.record.seq for j in jobs] == [1, 2]
     assert e.queues.ack("q", "w", [2], []).done == [2]
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         e2.write("s", [RecordIn.of("c"), RecordIn.of("d")])  # acked after the restart
         again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
@@ -64,7 +65,7 @@ def test_a_match_delete_of_lost_copies_spares_a_write_acked_after_restart() -> N
     e.forwarder.forward_all()
     e.delete_records("d", match=Selector.parse(["tag", "Eq", "t"]))
     assert [r.data for r in read_all(e, "d").values()] == ["y"]
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         w = e2.write("d", [RecordIn.of("w", tag="t")])  # acked (fsync) after the restart
         e2.write("s", [RecordIn.of("z")])
@@ -99,7 +100,7 @@ def test_deletes_in_a_middle_topic_behind_backpressure_stay_after_a_crash() -> N
     e.forwarder.forward_all()  # x2, x3 into b
     e.delete_records("b", match=doomed)
     assert {s: r.data for s, r in read_all(e, "b").items()} == {4: "x3"}
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         e2.forwarder.forward_all()
         assert {s: r.data for s, r in read_all(e2, "b").items()} == {4: "x3"}
@@ -134,7 +135,7 @@ def test_an_acked_job_in_a_queue_a_router_reads_stays_acked_after_a_crash() -> N
         assert e.queues.ack("q", "w", [j.record.seq for j in jobs], []).done
         done += [j.record.data for j in jobs]
     assert done == ["j0", "j1", "j2"]
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
         assert [j.record.data for j in again] == ["j3"]
@@ -163,7 +164,7 @@ def test_an_ack_never_deletes_another_job_when_the_queue_also_takes_direct_write
     jobs = e.queues.claim("q", [Claimer("w", 3)], None).jobs[0]
     assert [j.record.seq for j in jobs] == [1, 2, 3]
     assert e.queues.ack("q", "w", [3], []).done == [3]  # y acked, fsynced
-    e2 = _reopen(e, fs, clock)
+    e2 = reopen_after_crash(e, fs, clock)
     try:
         again = e2.queues.claim("q", [Claimer("w", 5)], None).jobs[0]
         assert sorted(j.record.data for j in again) == ["w", "x"]

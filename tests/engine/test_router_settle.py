@@ -13,6 +13,8 @@ import pytest
 
 from seglog.clock import ManualClock
 from seglog.core.leases import Claimer
+from seglog.engine.engine import Engine
+from seglog.engine.queues import Job
 from seglog.errors import ErrorCode, SeglogError
 from seglog.http.async_engine import AsyncEngine, blocking
 from seglog.model import Durability, RecordIn, Selector, TopicConfig, TopicType
@@ -193,32 +195,18 @@ def test_a_type_change_of_a_router_dest_is_409_even_when_the_settle_snapshot_wou
 def test_a_queue_ack_settles_off_the_event_loop_when_a_router_appears_meanwhile(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The project's event-loop rule (src/seglog/http/async_engine.py module docstring:
-    "nothing on the loop waits for the disk"; `Engine.delete_begin`'s own docstring: "On a
-    topic a router reads ... it is done here, waiting: call it off the loop"); the brief's
-    "no request can ... deadlock/stall the server".
+    """The event-loop rule (`http.async_engine`: nothing on the loop waits for the disk).
 
-    `AsyncEngine.ack` checks `delete_waits(name)`
-    once, then awaits the retention pass (`_retained`, a real suspension whenever a
-    watermark is due) and calls `q.ack_begin` on the loop. A router PUT on the queue served
-    in that window makes `Engine.delete_begin` take `_delete_settled` — snapshot lock,
-    registry and router locks, maybe a whole snapshot, then the delete's fsync — on the
-    event loop thread, stalling every request. The test stands in for that concurrent PUT
-    by completing it (in a worker thread) at the end of the ack's retention await."""
-    clock, fs = ManualClock(), FaultFs()
-    e = open_engine(fs, clock=clock)
-    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
-    e.write("q", [RecordIn.of("job")])
-    (job,) = e.queues.claim("q", [Claimer("w", 1)], None).jobs[0]
+    `AsyncEngine.ack` used to check `delete_waits(name)` once, then await the retention
+    pass (a real suspension whenever a watermark is due) and call `q.ack_begin` on the
+    loop: a router PUT on the queue served in that window made the delete settle —
+    snapshot lock, registry and router locks, maybe a whole snapshot, then the delete's
+    fsync — on the event loop thread, stalling every request. The test stands in for that
+    concurrent PUT by completing it (in a worker thread) at the end of the ack's
+    retention await."""
+    e, fs, job = _claimed_fsync_job()
     db = AsyncEngine(e)
-    threads: list[int] = []
-    real_settled = e._delete_settled
-
-    def settled(*a: Any, **k: Any) -> Any:
-        threads.append(threading.get_ident())
-        return real_settled(*a, **k)
-
-    monkeypatch.setattr(e, "_delete_settled", settled)
+    threads = _threads_calling(monkeypatch, e, "_delete_settled")
     original = db._retained
 
     async def retained(name: str) -> None:
@@ -296,22 +284,12 @@ def test_an_ack_settles_off_the_event_loop_when_a_router_appears_in_ack_begin(
     A router PUT (a worker thread) completing while `ack_begin` runs on the loop — after
     it removed the leases and logged their events — used to send the ack into the
     settled delete on the loop thread: snapshot lock, a snapshot, the delete's fsync. The
-    ack is now left deferred there and settled in a thread. The test stands in for the concurrent PUT by completing it in a worker thread
-    while `ack_begin` logs the lease events."""
-    clock, fs = ManualClock(), FaultFs()
-    e = open_engine(fs, clock=clock)
-    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
-    e.write("q", [RecordIn.of("job")])
-    (job,) = e.queues.claim("q", [Claimer("w", 1)], None).jobs[0]
+    ack is now left deferred there and settled in a thread. The test stands in for the
+    concurrent PUT by completing it in a worker thread while `ack_begin` logs the lease
+    events."""
+    e, fs, job = _claimed_fsync_job()
     db = AsyncEngine(e)
-    snap_threads: list[int] = []
-    real_snap = e._snapshot_held
-
-    def snap(*a: Any, **k: Any) -> Any:
-        snap_threads.append(threading.get_ident())
-        return real_snap(*a, **k)
-
-    monkeypatch.setattr(e, "_snapshot_held", snap)
+    snap_threads = _threads_calling(monkeypatch, e, "_snapshot_held")
     real_log = e.queues._log
     fired: list[bool] = []
 
@@ -336,3 +314,26 @@ def test_an_ack_settles_off_the_event_loop_when_a_router_appears_in_ack_begin(
         abandon(e, fs)
     assert fired
     assert loop_thread not in snap_threads, "a settle snapshot ran on the event loop thread"
+
+
+def _claimed_fsync_job() -> tuple[Engine, FaultFs, Job]:
+    """An engine with one job of an `fsync` queue `q` leased to `w`."""
+    clock, fs = ManualClock(), FaultFs()
+    e = open_engine(fs, clock=clock)
+    e.put_topic("q", TopicConfig(type=TopicType.QUEUE, durability=Durability.FSYNC))
+    e.write("q", [RecordIn.of("job")])
+    (job,) = e.queues.claim("q", [Claimer("w", 1)], None).jobs[0]
+    return e, fs, job
+
+
+def _threads_calling(monkeypatch: pytest.MonkeyPatch, obj: object, attr: str) -> list[int]:
+    """The ids of the threads that call `obj.attr` from now on, in call order."""
+    threads: list[int] = []
+    real = getattr(obj, attr)
+
+    def recorded(*a: Any, **k: Any) -> Any:
+        threads.append(threading.get_ident())
+        return real(*a, **k)
+
+    monkeypatch.setattr(obj, attr, recorded)
+    return threads
